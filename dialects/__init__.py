@@ -1,0 +1,1 @@
+"""Builders and matchers for the ops fusion_compiler creates or recognises."""

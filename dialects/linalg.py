@@ -1,0 +1,85 @@
+"""Read-only views of Linalg ops: payloads, iterators, indexing maps, producers."""
+
+from __future__ import annotations
+
+from fusion_compiler.ir import ir
+
+_RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
+
+
+def producer(value: ir.Value) -> ir.Operation | None:
+    """The op defining ``value``, or None for a block argument."""
+    if ir.OpResult.isinstance(value):
+        return ir.OpResult(value).owner.operation
+    return None
+
+
+def producer_through_reshapes(value: ir.Value) -> ir.Operation | None:
+    """The first producer of ``value`` that is not an expand/collapse of a unit dim."""
+    op = producer(value)
+    while op is not None and op.name in _RESHAPES:
+        op = producer(op.operands[0])
+    return op
+
+
+def is_generic(op: ir.Operation | None) -> bool:
+    return op is not None and op.name == "linalg.generic"
+
+
+def iterator_types(op: ir.Operation) -> list[str]:
+    """``["parallel", "reduction", ...]`` of a linalg.generic."""
+    return [str(a).split("<")[1].rstrip(">") for a in op.attributes["iterator_types"]]
+
+
+def reduction_dims(op: ir.Operation) -> list[int]:
+    return [i for i, kind in enumerate(iterator_types(op)) if kind == "reduction"]
+
+
+def indexing_maps(op: ir.Operation) -> list[ir.AffineMap]:
+    return [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
+
+
+def num_inputs(op: ir.Operation) -> int:
+    """Operands before the outs of a DPS op (operandSegmentSizes holds [ins, outs])."""
+    segments = op.attributes["operandSegmentSizes"]
+    return ir.DenseI32ArrayAttr(segments)[0]
+
+
+def inputs(op: ir.Operation) -> list[ir.Value]:
+    return list(op.operands)[: num_inputs(op)]
+
+
+def payload(op: ir.Operation) -> list[ir.Operation]:
+    """The ops of a generic's body, without the terminator."""
+    return [o.operation for o in op.regions[0].blocks[0].operations][:-1]
+
+
+def is_elementwise_payload(op: ir.Operation, name: str) -> bool:
+    """A generic whose body is one ``name`` op on the inputs, in order, yielded directly."""
+    if not is_generic(op) or reduction_dims(op):
+        return False
+    body = payload(op)
+    if len(body) != 1 or body[0].name != name:
+        return False
+    block = op.regions[0].blocks[0]
+    args = list(block.arguments)[: num_inputs(op)]
+    return list(body[0].operands) == args and _yields(op, body[0].results[0])
+
+
+def _yields(op: ir.Operation, value: ir.Value) -> bool:
+    terminator = list(op.regions[0].blocks[0].operations)[-1]
+    return len(terminator.operands) >= 1 and terminator.operands[0] == value
+
+
+def reduction_payload(op: ir.Operation) -> str | None:
+    """For a one-input reduction generic, the combiner of result 0 (``arith.addf``...)."""
+    if not is_generic(op) or len(reduction_dims(op)) != 1 or num_inputs(op) != 1:
+        return None
+    block = op.regions[0].blocks[0]
+    arg_in, arg_out = block.arguments[0], block.arguments[1]
+    for body_op in payload(op):
+        operands = list(body_op.operands)
+        if len(operands) == 2 and set(operands) == {arg_in, arg_out}:
+            if _yields(op, body_op.results[0]):
+                return body_op.name
+    return None

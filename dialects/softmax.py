@@ -1,0 +1,83 @@
+"""Recognises softmax in Linalg on tensors: ``linalg.softmax`` or the five-op decomposition.
+
+The decomposition the torch front end produces (max, subtract, exp, sum, divide)::
+
+    m = reduce_max(x, d)          # linalg.generic, maximumf (with an argmax output from torch)
+    e = exp(x - m)                # two elementwise generics: subf, then math.exp
+    s = reduce_sum(e, d)          # linalg.generic, addf
+    y = e / s                     # elementwise generic, divf   <- the anchor
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fusion_compiler.dialects import linalg
+from fusion_compiler.ir import ir
+
+
+@dataclass(frozen=True)
+class Softmax:
+    """A softmax of ``input`` along ``dim``; ``result`` is the op yielding it."""
+
+    input: ir.Value
+    dim: int
+    result: ir.Operation
+    form: str  # "linalg.softmax" or "decomposed"
+
+
+@dataclass(frozen=True)
+class NearMiss:
+    """An exp-sum-divide that is not a softmax we can rely on, and why."""
+
+    op: ir.Operation
+    reason: str
+
+
+def match(op: ir.Operation) -> Softmax | NearMiss | None:
+    """A Softmax if ``op`` yields one, a NearMiss if it only looks like one, else None."""
+    if op.name == "linalg.softmax":
+        dim = ir.IntegerAttr(op.attributes["dimension"]).value
+        return Softmax(op.operands[0], dim, op, "linalg.softmax")
+    return _match_decomposed(op)
+
+
+def _match_decomposed(div: ir.Operation) -> Softmax | NearMiss | None:
+    if not linalg.is_elementwise_payload(div, "arith.divf"):
+        return None
+    numerator, denominator = linalg.inputs(div)
+    total = linalg.producer_through_reshapes(denominator)
+    if total is None or linalg.reduction_payload(total) != "arith.addf":
+        return None
+    # From here on the op is shaped like a softmax: every failure is a near miss.
+    (dim,) = linalg.reduction_dims(total)
+    exp = linalg.producer(numerator)
+    if linalg.producer(linalg.inputs(total)[0]) != exp:
+        return NearMiss(div, "the divisor does not sum the numerator")
+    if exp is None or not linalg.is_elementwise_payload(exp, "math.exp"):
+        return NearMiss(div, "the numerator is not an exp")
+    shifted = linalg.producer(linalg.inputs(exp)[0])
+    if shifted is None or not linalg.is_elementwise_payload(shifted, "arith.subf"):
+        return NearMiss(div, "exp's input is not shifted by the row max (numerically unsafe)")
+    x, row_max = linalg.inputs(shifted)
+    peak = linalg.producer_through_reshapes(row_max)
+    if peak is None or linalg.reduction_payload(peak) != "arith.maximumf":
+        return NearMiss(div, "exp's input is shifted by something other than a max")
+    if linalg.inputs(peak)[0] != x:
+        return NearMiss(div, "the max is taken over a different tensor than the exp")
+    if linalg.reduction_dims(peak) != [dim]:
+        return NearMiss(div, "the max and the sum reduce different dimensions")
+    return Softmax(x, dim, div, "decomposed")
+
+
+def find_all(module: ir.Operation) -> list[Softmax | NearMiss]:
+    found: list[Softmax | NearMiss] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        result = match(op.operation)
+        if result is not None:
+            found.append(result)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    return found

@@ -1,0 +1,153 @@
+"""``fc.compile``: model -> torch MLIR -> Linalg -> our passes -> IREE's phases -> bytecode."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fusion_compiler import frontend, passes, signature
+from fusion_compiler.compiler import CompilerSession
+from fusion_compiler.errors import CompileError, Diagnostic, UnsupportedOpError
+from fusion_compiler.ir import ir
+from fusion_compiler.pipeline import join_pipeline, run_pipeline, split_pipeline
+from fusion_compiler.stages import IREE_STAGES, Stage
+from fusion_compiler.targets import Target, get_target
+
+
+@dataclass
+class CompiledModule:
+    """What ``fc.compile`` returns: the bytecode (or the IR of an earlier stage) and facts."""
+
+    target: Target
+    stage: Stage
+    vmfb: bytes | None
+    mlir: str | None  # the IR at ``stage`` when compilation stopped before bytecode
+    stats: dict[str, int] = field(default_factory=dict)
+    remarks: list[Diagnostic] = field(default_factory=list)
+
+    def save(self, path: str | Path) -> Path:
+        """Writes the .vmfb (or, for an earlier stage, the MLIR text) to ``path``."""
+        path = Path(path)
+        if self.vmfb is not None:
+            path.write_bytes(self.vmfb)
+        else:
+            path.write_text(self.mlir or "")
+        return path
+
+
+class IRDumper:
+    """Writes the IR after each stage and pass as ``NN-name.mlir``, numbered in order."""
+
+    def __init__(self, directory: str | Path | None):
+        self.directory = Path(directory) if directory is not None else None
+        self.count = 0
+        if self.directory is not None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            for stale in self.directory.glob("[0-9][0-9]-*.mlir"):
+                stale.unlink()
+
+    def write(self, name: str, module: ir.Operation) -> None:
+        if self.directory is None:
+            return
+        path = self.directory / f"{self.count:02d}-{name}.mlir"
+        path.write_text(str(module.get_asm(large_elements_limit=16, assume_verified=True)))
+        self.count += 1
+
+
+def _count(module: ir.Operation, name: str) -> int:
+    n = 0
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal n
+        n += op.name == name
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    return n
+
+
+def compile(  # noqa: A001 - the public name users call, as in torch.compile
+    model: object,
+    example_args: tuple = (),
+    *,
+    example_kwargs: dict | None = None,
+    dynamic_shapes: object = None,
+    target: str = "cpu",
+    dump_ir: str | Path | None = None,
+    compile_to: Stage | str = Stage.VMFB,
+    pipeline: str | None = None,
+    remarks: bool = False,
+    cuda_arch: str = "sm_80",
+) -> CompiledModule:
+    """Compiles a PyTorch model or MLIR to an IREE module for ``target``.
+
+    ``model``: an nn.Module (with ``example_args``), a torch.export.ExportedProgram, the
+    path of a ``.pt2`` saved by torch.export.save or of a ``.mlir`` file, or MLIR text.
+    ``dump_ir``: a folder that receives the IR after every stage and pass.
+    ``pipeline``: our pass pipeline, ``builtin.module(...)``; default DEFAULT_PIPELINE.
+    ``remarks``: print what the passes found (and why they did not fuse) to stderr.
+    """
+    compile_to = Stage.parse(compile_to)
+    tgt = get_target(target, cuda_arch=cuda_arch)
+    dumper = IRDumper(dump_ir)
+    session = CompilerSession(tgt, reproducer_dir=dump_ir)
+    source = frontend.load_model(model, example_args, example_kwargs, dynamic_shapes)
+    filename = str(model) if isinstance(model, (str, Path)) and "\n" not in str(model) else None
+    module, stage = frontend.import_model(source, session.context, filename or "<input>")
+    op = module.operation
+    dumper.write(stage.value, op)
+    result = CompiledModule(tgt, stage, None, None)
+
+    def done(at: Stage) -> CompiledModule:
+        result.stage = at
+        result.mlir = str(op.get_asm(large_elements_limit=16, assume_verified=True))
+        return result
+
+    if stage is Stage.TORCH and compile_to is not Stage.TORCH:
+        op = _lower_to_linalg(session, op)
+        stage = Stage.LINALG
+        dumper.write(stage.value, op)
+    if compile_to.index <= stage.index:
+        return done(stage)
+
+    signature.attach(op)
+    elements = split_pipeline(pipeline) if pipeline else list(passes.DEFAULT_PIPELINE)
+    for element in elements:
+        found = run_pipeline(op, join_pipeline([element]), reproducer_dir=dump_ir)
+        result.remarks += [d for d in found if d.severity in ("remark", "warning")]
+        dumper.write(element.partition("{")[0], op)
+    if remarks:
+        for remark in result.remarks:
+            print(remark, file=sys.stderr)
+    dumper.write(Stage.FUSED.value, op)
+    result.stats["attention_ops"] = _count(op, "iree_linalg_ext.attention")
+    if compile_to is Stage.FUSED:
+        return done(Stage.FUSED)
+
+    previous = Stage.LINALG.iree_phase
+    for phase in IREE_STAGES:
+        op = session.run_phases(op, previous, phase.iree_phase)
+        previous = phase.iree_phase
+        dumper.write(phase.value, op)
+        if phase is Stage.FLOW:
+            result.stats["dispatches"] = _count(op, "flow.dispatch")
+        if phase is compile_to:
+            return done(phase)
+    result.vmfb = session.to_vmfb(op)
+    result.stage = Stage.VMFB
+    return result
+
+
+def _lower_to_linalg(session: CompilerSession, torch_module: ir.Operation) -> ir.Operation:
+    """IREE's torch input pipeline; on failure, names the torch ops it could not lower."""
+    keep = torch_module.clone()
+    try:
+        return session.run_phases(torch_module, None, Stage.LINALG.iree_phase)
+    except CompileError:
+        unsupported = frontend.unsupported_ops(keep)
+        if unsupported:
+            raise UnsupportedOpError(unsupported) from None
+        raise
+    finally:
+        keep.erase()

@@ -1,0 +1,136 @@
+"""PyTorch models and MLIR text into MLIR: ``nn.Module``, ExportedProgram, ``.pt2``, ``.mlir``.
+
+Torch export and the torch-mlir FX importer (shipped in iree-base-compiler) do the
+work; aten lowering is IREE's torch input pipeline, not ours.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from fusion_compiler import diagnostics
+from fusion_compiler.errors import FusionCompilerError, MLIRParseError
+from fusion_compiler.ir import FxImporter, ir, passmanager
+from fusion_compiler.stages import Stage
+
+# Torch ops that lower to nothing on their own (constants, lists) and so never explain a failure.
+_STRUCTURAL_TORCH_OPS = ("torch.constant.", "torch.prim.ListConstruct", "torch_c.")
+
+# Everything IREE's torch input pipeline converts with, minus the final legality check,
+# so the ops it cannot convert stay behind to be named.
+_PARTIAL_TORCH_LOWERING = (
+    "builtin.module(torch-function-to-torch-backend-pipeline,"
+    "func.func(torch-iree-torch-unstructured-to-linalg-ext,convert-torch-to-tmtensor,"
+    "convert-torch-to-linalg,convert-torch-to-scf,convert-torch-to-arith,convert-torch-to-tensor))"
+)
+
+
+def load_model(
+    model: object,
+    example_args: tuple = (),
+    example_kwargs: dict | None = None,
+    dynamic_shapes: object = None,
+) -> torch.export.ExportedProgram | str:
+    """An ExportedProgram for torch models, or the MLIR text for MLIR input."""
+    if isinstance(model, torch.export.ExportedProgram):
+        return model
+    if isinstance(model, torch.nn.Module):
+        if not example_args and not example_kwargs:
+            raise FusionCompilerError(
+                f"compiling a {type(model).__name__} needs example inputs: "
+                "fc.compile(model, example_args=(x, ...))"
+            )
+        return torch.export.export(
+            model, tuple(example_args), example_kwargs, dynamic_shapes=dynamic_shapes
+        )
+    if isinstance(model, Path) or (isinstance(model, str) and _looks_like_path(model)):
+        path = Path(model)
+        if not path.exists():
+            raise FusionCompilerError(f"{path}: no such file")
+        if path.suffix == ".pt2":
+            return torch.export.load(str(path))
+        if path.suffix == ".mlir":
+            return path.read_text()
+        raise FusionCompilerError(
+            f"{path}: unknown model file type {path.suffix!r}; "
+            "expected a .pt2 saved by torch.export.save or a .mlir file"
+        )
+    if isinstance(model, str):
+        return model
+    raise FusionCompilerError(
+        f"cannot compile a {type(model).__name__}: expected an nn.Module with example_args, "
+        "a torch.export.ExportedProgram, a .pt2 or .mlir path, or MLIR text"
+    )
+
+
+def _looks_like_path(text: str) -> bool:
+    return "\n" not in text and text.rstrip().endswith((".pt2", ".mlir"))
+
+
+def import_model(
+    source: torch.export.ExportedProgram | str, context: ir.Context, filename: str = "<input>"
+) -> tuple[ir.Module, Stage]:
+    """MLIR for the model and the stage it is at (torch for models, torch or linalg for text)."""
+    if isinstance(source, torch.export.ExportedProgram):
+        importer = FxImporter(context=context)
+        importer.import_frozen_program(source)
+        return importer.module, Stage.TORCH
+    module = parse(source, context, filename)
+    return module, _stage_of(module)
+
+
+def parse(text: str, context: ir.Context, filename: str = "<input>") -> ir.Module:
+    """Parses and verifies MLIR text; malformed text raises MLIRParseError with line:col."""
+    try:
+        module = ir.Module.parse(text, context)
+    except ir.MLIRError as exc:
+        raise MLIRParseError(diagnostics.errors_of(exc, filename)) from None
+    with diagnostics.collect(context, filename) as seen:
+        valid = module.operation.verify() if hasattr(module.operation, "verify") else True
+    if not valid or any(d.severity == "error" for d in seen):
+        raise MLIRParseError([d for d in seen if d.severity in ("error", "note")])
+    return module
+
+
+def _stage_of(module: ir.Module) -> Stage:
+    torch_seen = False
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal torch_seen
+        if op.name.startswith(("torch.", "torch_c.")):
+            torch_seen = True
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return Stage.TORCH if torch_seen else Stage.LINALG
+
+
+def unsupported_ops(torch_module: ir.Operation) -> list[tuple[str, str]]:
+    """The torch ops that IREE's input pipeline leaves unconverted, with their source lines.
+
+    Runs on (and consumes) a copy of the torch-stage module.
+    """
+    context = torch_module.context
+    pm = passmanager.PassManager.parse(_PARTIAL_TORCH_LOWERING, context=context)
+    with diagnostics.collect(context) as seen:
+        try:
+            pm.run(torch_module)
+        except ir.MLIRError:
+            pass  # the leftover ops below, or the diagnostics, say what went wrong
+    found: list[tuple[str, str]] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        name = op.name
+        if name.startswith("torch.") and not name.startswith(_STRUCTURAL_TORCH_OPS):
+            if name == "torch.operator":
+                name = ir.StringAttr(op.attributes["name"]).value
+            found.append((name, diagnostics.render_location(op.location)))
+        return ir.WalkResult.ADVANCE
+
+    torch_module.walk(visit)
+    if not found:
+        found = [(d.message, d.location) for d in seen if d.severity == "error"]
+    return found

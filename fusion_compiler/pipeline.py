@@ -1,0 +1,157 @@
+"""Runs pass pipelines that mix our Python passes with upstream and IREE passes.
+
+A textual pipeline cannot name a Python pass, so the pipeline is split here at the top
+level: each element is either one of our registered passes, added as a Python pass, or
+handed to MLIR's parser as text. Every pipeline run from code goes through
+:func:`run_pipeline`, which on failure saves the input IR and names the ``fusion-opt``
+command that reproduces the failure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import tempfile
+import typing
+from collections.abc import Callable
+from pathlib import Path
+
+from fusion_compiler import diagnostics, passes
+from fusion_compiler.errors import CompileError, Diagnostic
+from fusion_compiler.ir import ir, passmanager
+
+_OPEN = {"(": ")", "{": "}", "[": "]", "<": ">"}
+
+
+def split_pipeline(text: str) -> list[str]:
+    """``builtin.module(a,b{x=1},func.func(c))`` -> ``["a", "b{x=1}", "func.func(c)"]``."""
+    text = text.strip()
+    if text.startswith("builtin.module(") and text.endswith(")"):
+        text = text[len("builtin.module(") : -1]
+    elements, depth, start, quote = [], [], 0, False
+    for i, ch in enumerate(text):
+        if ch == '"':
+            quote = not quote
+        elif quote:
+            continue
+        elif ch in _OPEN:
+            depth.append(_OPEN[ch])
+        elif depth and ch == depth[-1]:
+            depth.pop()
+        elif ch == "," and not depth:
+            elements.append(text[start:i].strip())
+            start = i + 1
+    if depth or quote:
+        raise ValueError(f"unbalanced brackets in pass pipeline {text!r}")
+    tail = text[start:].strip()
+    if tail:
+        elements.append(tail)
+    return elements
+
+
+def join_pipeline(elements: list[str]) -> str:
+    return f"builtin.module({','.join(elements)})"
+
+
+def _parse_options(name: str, text: str, options_type: type) -> object:
+    """MLIR-style ``key=value key2=value2`` into the pass's frozen options dataclass."""
+    fields = {f.name.replace("_", "-"): f for f in dataclasses.fields(options_type)}
+    hints = typing.get_type_hints(options_type)
+    values: dict[str, object] = {}
+    for item in text.split():
+        key, _, raw = item.partition("=")
+        field = fields.get(key)
+        if field is None:
+            known = ", ".join(fields) or "none"
+            raise ValueError(f"pass {name} has no option {key!r} (options: {known})")
+        kind = hints[field.name]
+        if kind is bool:
+            values[field.name] = raw.lower() in ("", "1", "true")
+        elif kind in (int, float):
+            values[field.name] = kind(raw)
+        else:
+            values[field.name] = raw
+    return options_type(**values)
+
+
+def _python_pass(name: str, options_text: str, failures: list[BaseException]) -> Callable:
+    module = passes.get_pass(name)
+    options = _parse_options(name, options_text, module.Options)
+
+    def run(op, pass_) -> None:
+        try:
+            module.run(op, options)
+        except Exception as exc:  # a bug in the pass: fail the pipeline, keep the cause
+            failures.append(exc)
+            op.location.emit_error(f"{name}: internal error: {type(exc).__name__}: {exc}")
+            pass_.signal_pass_failure()
+
+    return run
+
+
+def _build_pass_manager(
+    elements: list[str], context: ir.Context
+) -> tuple[passmanager.PassManager, list[BaseException]]:
+    """One PassManager for the whole pipeline, and the list our passes report crashes into."""
+    pm = passmanager.PassManager("builtin.module", context=context)
+    failures: list[BaseException] = []
+    for element in elements:
+        name, _, rest = element.partition("{")
+        if passes.is_registered(name):
+            pm.add(_python_pass(name, rest.rstrip("}"), failures), name=name, argument=name)
+            continue
+        try:
+            pm.add(element)
+        except ValueError as exc:
+            raise ValueError(f"cannot parse pass pipeline element {element!r}: {exc}") from None
+    return pm, failures
+
+
+def save_reproducer(module_text: str, step: str, directory: str | Path | None) -> Path:
+    base = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="fusion-repro-"))
+    base.mkdir(parents=True, exist_ok=True)
+    path = base / f"repro-{step}.mlir"
+    path.write_text(module_text)
+    return path
+
+
+def run_pipeline(
+    module: ir.Operation,
+    pipeline: str,
+    *,
+    print_ir_before_all: bool = False,
+    print_ir_after_all: bool = False,
+    reproducer_dir: str | Path | None = None,
+    filename: str | None = None,
+) -> list[Diagnostic]:
+    """Runs ``pipeline`` on ``module`` in place; returns the remarks and warnings it emitted.
+
+    On failure raises CompileError with the diagnostics and a reproducer command.
+    """
+    elements = split_pipeline(pipeline)
+    context = module.context
+    pm, crashes = _build_pass_manager(elements, context)
+    if print_ir_before_all or print_ir_after_all:
+        pm.enable_ir_printing(
+            print_before_all=print_ir_before_all,
+            print_after_all=print_ir_after_all,
+            large_elements_limit=16,
+        )
+    before = module.clone()
+    try:
+        with diagnostics.collect(context, filename) as seen:
+            try:
+                pm.run(module)
+                failed = None
+            except ir.MLIRError as exc:
+                failed = exc
+        if failed is None:
+            return seen
+        errors = seen + [d for d in diagnostics.errors_of(failed, filename) if d not in seen]
+        text = before.get_asm(enable_debug_info=True, assume_verified=True)
+        path = save_reproducer(text, "pipeline", reproducer_dir)
+        command = f"fusion-opt {shlex.quote(str(path))} --pass-pipeline={shlex.quote(join_pipeline(elements))}"
+        error = CompileError(f"pass pipeline {join_pipeline(elements)}", errors, command)
+        raise error from (crashes[0] if crashes else None)
+    finally:
+        before.erase()

@@ -1,0 +1,179 @@
+"""``fc.load``: runs a compiled module with torch tensors or numpy arrays.
+
+Needs only ``iree-base-runtime``, numpy and torch: this module never imports the
+compiler, so it works on deploy-only machines.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import iree.runtime as rt
+import numpy as np
+import torch
+
+from fusion_compiler.errors import ArgumentError, FusionCompilerError
+
+# nanobind's leak report at interpreter exit is about the runtime's bindings, not user code.
+rt._binding.disable_leak_checker()
+
+_TENSOR = re.compile(r"tensor<([^>]*)>")
+_DTYPES: dict[str, torch.dtype] = {
+    "f64": torch.float64,
+    "f32": torch.float32,
+    "f16": torch.float16,
+    "bf16": torch.bfloat16,
+    "i64": torch.int64,
+    "i32": torch.int32,
+    "i16": torch.int16,
+    "i8": torch.int8,
+    "ui8": torch.uint8,
+    "i1": torch.bool,
+}
+# numpy has no bfloat16: such tensors travel as their bits, typed for IREE explicitly.
+_BITS_AS = {torch.bfloat16: (torch.int16, rt.HalElementType.BFLOAT_16)}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    shape: tuple[int | None, ...]  # None for a dynamic dimension
+    dtype: torch.dtype
+
+    @classmethod
+    def parse(cls, text: str) -> TensorSpec:
+        """``2x?x64xf32`` (the inside of an MLIR tensor type)."""
+        *dims, element = text.split("x")
+        if element not in _DTYPES:
+            raise FusionCompilerError(f"unsupported element type {element!r} in tensor<{text}>")
+        shape = tuple(None if d == "?" else int(d) for d in dims)
+        return cls(shape, _DTYPES[element])
+
+    def __str__(self) -> str:
+        dims = ", ".join("?" if d is None else str(d) for d in self.shape)
+        return f"({dims}) {str(self.dtype).removeprefix('torch.')}"
+
+    def matches(self, shape: tuple[int, ...], dtype: torch.dtype) -> bool:
+        if dtype != self.dtype or len(shape) != len(self.shape):
+            return False
+        return all(want is None or want == got for want, got in zip(self.shape, shape))
+
+
+def _specs(text: str) -> list[TensorSpec]:
+    return [TensorSpec.parse(m) for m in _TENSOR.findall(text)]
+
+
+class Function:
+    """One entry point of a loaded module: checks its arguments, converts, calls."""
+
+    def __init__(self, name: str, function, device: rt.HalDevice):
+        self.name = name
+        self._function = function
+        self._device = device
+        reflection = function.vm_function.reflection
+        self.inputs: list[TensorSpec] | None = None
+        if "fusion.inputs" in reflection:
+            self.inputs = _specs(reflection["fusion.inputs"])
+        elif "iree.abi.declaration" in reflection:
+            declaration = reflection["iree.abi.declaration"]
+            self.inputs = _specs(declaration.split("->")[0])
+
+    def __call__(self, *args: torch.Tensor | np.ndarray):
+        tensors = [self._check(i, arg) for i, arg in enumerate(args)]
+        if self.inputs is not None and len(tensors) != len(self.inputs):
+            raise ArgumentError(
+                f"{self.name} takes {len(self.inputs)} tensor argument(s) "
+                f"({'; '.join(map(str, self.inputs))}), got {len(tensors)}"
+            )
+        results = self._function(*[self._to_device(t) for t in tensors])
+        if isinstance(results, (tuple, list)):
+            return tuple(self._to_torch(r) for r in results)
+        return self._to_torch(results)
+
+    def _check(self, index: int, arg: object) -> torch.Tensor:
+        if isinstance(arg, np.ndarray):
+            arg = torch.from_numpy(arg)
+        if not isinstance(arg, torch.Tensor):
+            raise ArgumentError(
+                f"{self.name}: argument {index} is a {type(arg).__name__}; "
+                "expected a torch.Tensor or numpy.ndarray"
+            )
+        if self.inputs is not None and index < len(self.inputs):
+            spec = self.inputs[index]
+            if not spec.matches(tuple(arg.shape), arg.dtype):
+                got = TensorSpec(tuple(arg.shape), arg.dtype)
+                raise ArgumentError(
+                    f"{self.name}: argument {index} has shape/dtype {got}, "
+                    f"expected {spec}"
+                )
+        return arg
+
+    def _to_device(self, tensor: torch.Tensor) -> rt.DeviceArray:
+        host = tensor.detach().cpu().contiguous()
+        if host.dtype in _BITS_AS:
+            bits, element_type = _BITS_AS[host.dtype]
+            return rt.asdevicearray(self._device, host.view(bits).numpy(), element_type=element_type)
+        return rt.asdevicearray(self._device, host.numpy())
+
+    def _to_torch(self, result) -> torch.Tensor:
+        element_type = getattr(result, "_element_type", None)
+        array = result.to_host()
+        if element_type == rt.HalElementType.BFLOAT_16:
+            return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(np.ascontiguousarray(array))
+
+
+class LoadedModule:
+    """A compiled module on a device. ``run(x)`` calls ``main``; ``run["f"](x)`` another."""
+
+    def __init__(self, vmfb: bytes, device: str):
+        try:
+            self.config = rt.Config(device)
+        except (ValueError, RuntimeError) as exc:
+            raise FusionCompilerError(
+                f"cannot open IREE device {device!r}: {exc}. "
+                "Devices: local-task (CPU), cuda, vulkan; the module must be compiled for it."
+            ) from None
+        self.device = device
+        try:
+            self._vm_module = rt.VmModule.copy_buffer(self.config.vm_instance, vmfb)
+        except (ValueError, RuntimeError) as exc:
+            raise FusionCompilerError(f"not a loadable IREE module: {exc}") from None
+        self._context = rt.SystemContext(config=self.config)
+        self._context.add_vm_module(self._vm_module)
+        self.function_names = [
+            name
+            for name in self._vm_module.function_names
+            if not name.startswith("__") and not name.endswith("$async")
+        ]
+
+    def __getitem__(self, name: str) -> Function:
+        if name not in self.function_names:
+            raise KeyError(f"no function {name!r}; this module has {self.function_names}")
+        module = self._context.modules[self._vm_module.name]
+        return Function(name, module[name], self.config.device)
+
+    def __call__(self, *args: torch.Tensor | np.ndarray):
+        name = "main" if "main" in self.function_names else self.function_names[0]
+        return self[name](*args)
+
+
+def load(module: object, device: str = "local-task") -> LoadedModule:
+    """Loads a compiled module: a ``.vmfb`` path, its bytes, or what ``fc.compile`` returned."""
+    if isinstance(module, (str, Path)):
+        path = Path(module)
+        if not path.exists():
+            raise FusionCompilerError(f"{path}: no such file")
+        return LoadedModule(path.read_bytes(), device)
+    if isinstance(module, (bytes, bytearray, memoryview)):
+        return LoadedModule(bytes(module), device)
+    vmfb = getattr(module, "vmfb", None)
+    if vmfb is None:
+        raise FusionCompilerError(
+            "this module has no bytecode: it was compiled with compile_to before 'vmfb'"
+            if hasattr(module, "vmfb")
+            else f"cannot load a {type(module).__name__}: expected a .vmfb path, bytes or "
+            "the result of fc.compile"
+        )
+    return LoadedModule(vmfb, device)

@@ -1,0 +1,58 @@
+"""Records each entry point's tensor signature in the module, for call-time checks.
+
+The torch ABI passes ``!hal.buffer_view``s, which carry no shape or dtype, so the
+tensor types are read off the ``hal.tensor.import``/``export`` ops and stored as
+``iree.reflection`` entries that the runtime reads back (``fusion_compiler.runtime``).
+"""
+
+from __future__ import annotations
+
+from fusion_compiler.ir import ir
+
+INPUTS_KEY = "fusion.inputs"
+OUTPUTS_KEY = "fusion.outputs"
+
+
+def _functions(module: ir.Operation) -> dict[str, ir.Operation]:
+    return {
+        ir.StringAttr(op.attributes["sym_name"]).value: op.operation
+        for op in module.regions[0].blocks[0].operations
+        if op.operation.name == "util.func"
+    }
+
+
+def _tensor_types(func: ir.Operation) -> tuple[list[str], list[str]]:
+    args = list(func.regions[0].blocks[0].arguments)
+    inputs: dict[int, str] = {}
+    outputs: list[str] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "hal.tensor.import":
+            for i, arg in enumerate(args):
+                if arg == op.operands[0]:  # the imported buffer view
+                    inputs[i] = str(op.results[0].type)
+        elif op.name == "hal.tensor.export":
+            outputs.append(str(op.operands[0].type))
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    return [inputs[i] for i in sorted(inputs)], outputs
+
+
+def attach(module: ir.Operation) -> None:
+    """Adds the signature to every public entry point with a ``$async`` body (torch ABI)."""
+    functions = _functions(module)
+    context = module.context
+    for name, func in functions.items():
+        body = functions.get(f"{name}$async")
+        if body is None:
+            continue
+        inputs, outputs = _tensor_types(body)
+        entries = {}
+        if "iree.reflection" in func.attributes:
+            entries = {
+                a.name: a.attr for a in ir.DictAttr(func.attributes["iree.reflection"])
+            }
+        entries[INPUTS_KEY] = ir.StringAttr.get(";".join(inputs), context=context)
+        entries[OUTPUTS_KEY] = ir.StringAttr.get(";".join(outputs), context=context)
+        func.attributes["iree.reflection"] = ir.DictAttr.get(entries, context=context)

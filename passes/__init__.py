@@ -1,0 +1,41 @@
+"""fusion_compiler's passes, by name.
+
+Each pass lives in its own module with ``NAME``, a frozen ``Options`` dataclass and
+``run(module, options)``. The registry imports a pass only when it is used, so listing
+passes stays cheap. ``fusion-opt``, the driver, the tests and the README read it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+_MODULES: dict[str, str] = {
+    "fusion-find-softmax": "fusion_compiler.passes.find_softmax",
+}
+
+# What ``fc.compile`` runs between the Linalg and the fused stage.
+DEFAULT_PIPELINE: tuple[str, ...] = ("fusion-find-softmax",)
+
+
+def pass_names() -> list[str]:
+    return sorted(_MODULES)
+
+
+def is_registered(name: str) -> bool:
+    return name in _MODULES
+
+
+def get_pass(name: str) -> ModuleType:
+    """The module implementing pass ``name``."""
+    try:
+        return importlib.import_module(_MODULES[name])
+    except KeyError:
+        raise KeyError(
+            f"no fusion_compiler pass named {name!r}; registered: {', '.join(pass_names())}"
+        ) from None
+
+
+def summary(name: str) -> str:
+    doc = get_pass(name).__doc__ or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
