@@ -9,9 +9,10 @@ _RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
 
 def producer(value: ir.Value) -> ir.Operation | None:
     """The op defining ``value``, or None for a block argument."""
-    if ir.OpResult.isinstance(value):
-        return ir.OpResult(value).owner.operation
-    return None
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    return owner.operation
 
 
 def producer_through_reshapes(value: ir.Value) -> ir.Operation | None:

@@ -67,3 +67,9 @@ class CompilerSession:
             args.append(f"--compile-from={compile_from}")
         args += [f"--compile-to={compile_to}", "-o", f"{compile_to}.mlir"]
         return shlex.join(args)
+
+
+
+def new_session() -> Session:
+    """A compiler session with no target: ``.context`` has every IREE dialect and pass."""
+    return Session()

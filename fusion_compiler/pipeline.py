@@ -16,7 +16,7 @@ import typing
 from collections.abc import Callable
 from pathlib import Path
 
-from fusion_compiler import diagnostics, passes
+from fusion_compiler import diagnostics, passes, remarks
 from fusion_compiler.errors import CompileError, Diagnostic
 from fusion_compiler.ir import ir, passmanager
 
@@ -83,7 +83,6 @@ def _python_pass(name: str, options_text: str, failures: list[BaseException]) ->
             module.run(op, options)
         except Exception as exc:  # a bug in the pass: fail the pipeline, keep the cause
             failures.append(exc)
-            op.location.emit_error(f"{name}: internal error: {type(exc).__name__}: {exc}")
             pass_.signal_pass_failure()
 
     return run
@@ -105,6 +104,11 @@ def _build_pass_manager(
         except ValueError as exc:
             raise ValueError(f"cannot parse pass pipeline element {element!r}: {exc}") from None
     return pm, failures
+
+
+def check_pipeline(pipeline: str, context: ir.Context) -> None:
+    """Raises ValueError, naming the element, if ``pipeline`` does not parse."""
+    _build_pass_manager(split_pipeline(pipeline), context)
 
 
 def save_reproducer(module_text: str, step: str, directory: str | Path | None) -> Path:
@@ -139,15 +143,19 @@ def run_pipeline(
         )
     before = module.clone()
     try:
-        with diagnostics.collect(context, filename) as seen:
+        with diagnostics.collect(context, filename) as seen, remarks.capture(filename) as noted:
             try:
                 pm.run(module)
                 failed = None
             except ir.MLIRError as exc:
                 failed = exc
         if failed is None:
-            return seen
+            return noted + seen
         errors = seen + [d for d in diagnostics.errors_of(failed, filename) if d not in seen]
+        errors += [
+            Diagnostic("error", "<pass>", f"internal error: {type(exc).__name__}: {exc}")
+            for exc in crashes
+        ]
         text = before.get_asm(enable_debug_info=True, assume_verified=True)
         path = save_reproducer(text, "pipeline", reproducer_dir)
         command = f"fusion-opt {shlex.quote(str(path))} --pass-pipeline={shlex.quote(join_pipeline(elements))}"

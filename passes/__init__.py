@@ -37,5 +37,6 @@ def get_pass(name: str) -> ModuleType:
 
 
 def summary(name: str) -> str:
-    doc = get_pass(name).__doc__ or ""
-    return doc.strip().splitlines()[0] if doc.strip() else ""
+    """The first line of the pass module's docstring, without the leading ``name:``."""
+    lines = (get_pass(name).__doc__ or "").strip().splitlines()
+    return lines[0].removeprefix(f"{name}:").strip() if lines else ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fusion_compiler import remarks
 from fusion_compiler.dialects import softmax
 from fusion_compiler.ir import ir
 
@@ -23,8 +24,9 @@ class Options:
 def run(module: ir.Operation, options: Options) -> None:
     for found in softmax.find_all(module):
         if isinstance(found, softmax.Softmax):
-            found.result.location.emit_remark(
-                f"softmax over dimension {found.dim} of {found.input.type} ({found.form})"
+            remarks.emit(
+                found.result.location,
+                f"softmax over dimension {found.dim} of {found.input.type} ({found.form})",
             )
         else:
-            found.op.location.emit_remark(f"not a softmax: {found.reason}")
+            remarks.emit(found.op.location, f"not a softmax: {found.reason}")

@@ -1,0 +1,1 @@
+"""Command-line tools: ``fusion-compile`` and ``fusion-opt``."""

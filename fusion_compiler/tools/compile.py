@@ -1,0 +1,59 @@
+"""fusion-compile: a .pt2 or .mlir model to an IREE module, with the IR of every stage."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from fusion_compiler.driver import compile as compile_model
+from fusion_compiler.errors import FusionCompilerError
+from fusion_compiler.stages import Stage
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fusion-compile", description=__doc__)
+    p.add_argument("model", help="a .pt2 saved by torch.export.save, or a .mlir file")
+    p.add_argument("--target", default="cpu", choices=["cpu", "cuda", "vulkan"])
+    p.add_argument("--cuda-arch", default="sm_80", help="CUDA architecture (default sm_80)")
+    p.add_argument("-o", dest="output", help="output .vmfb (or .mlir with --compile-to)")
+    p.add_argument("--dump-ir", metavar="DIR", help="write the IR after every stage and pass")
+    p.add_argument(
+        "--compile-to",
+        default=Stage.VMFB.value,
+        choices=[s.value for s in Stage],
+        help="stop at this stage (default vmfb)",
+    )
+    p.add_argument("--pipeline", help="our pass pipeline, builtin.module(...)")
+    p.add_argument("--remarks", action="store_true", help="print what the passes found")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        module = compile_model(
+            args.model,
+            target=args.target,
+            cuda_arch=args.cuda_arch,
+            dump_ir=args.dump_ir,
+            compile_to=args.compile_to,
+            pipeline=args.pipeline,
+            remarks=args.remarks,
+        )
+    except FusionCompilerError as exc:
+        print(f"fusion-compile: error: {exc}", file=sys.stderr)
+        return 1
+    if args.output:
+        module.save(args.output)
+    elif module.vmfb is None:
+        sys.stdout.write(module.mlir or "")
+    stats = ", ".join(f"{k}={v}" for k, v in module.stats.items())
+    where = f"; wrote {args.output}" if args.output else ""
+    dumped = f"; IR of every stage in {args.dump_ir}/" if args.dump_ir else ""
+    print(f"fusion-compile: {module.stage.value} for {args.target} ({stats}){where}{dumped}",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
