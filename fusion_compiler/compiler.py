@@ -5,11 +5,23 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from fusion_compiler import diagnostics
-from fusion_compiler.errors import CompileError
-from fusion_compiler.ir import Output, Session, ir, set_compile_phases
+import re
+
+from fusion_compiler.errors import CompileError, Diagnostic
+from fusion_compiler.ir import Output, Session, ir, on_diagnostics, set_compile_phases
 from fusion_compiler.pipeline import save_reproducer
 from fusion_compiler.targets import Target
+
+
+_LOCATED = re.compile(r"^(\S+?:\d+:\d+): (.*)$", re.DOTALL)
+
+
+def _diagnostic(severity: str, text: str) -> Diagnostic:
+    """The compiler renders ``file:line:col: message``; split it back."""
+    match = _LOCATED.match(text)
+    if match is None:
+        return Diagnostic(severity, "<unknown location>", text)
+    return Diagnostic(severity, match.group(1), match.group(2))
 
 
 class CompilerSession:
@@ -28,11 +40,12 @@ class CompilerSession:
         """Runs IREE's phases after ``compile_from`` up to ``compile_to`` on ``module``."""
         before = module.clone()
         invocation = self._session.invocation()
+        seen: list[Diagnostic] = []
+        keep_alive = on_diagnostics(invocation, lambda s, t: seen.append(_diagnostic(s, t)))
         try:
             invocation.import_module(module)
             set_compile_phases(invocation, compile_from=compile_from, compile_to=compile_to)
-            with diagnostics.collect(self.context) as seen:
-                ok = invocation.execute()
+            ok = invocation.execute()
             if not ok:
                 raise CompileError(
                     f"IREE phase {compile_to!r} for target {self.target.name}",
@@ -43,21 +56,23 @@ class CompilerSession:
         finally:
             before.erase()
             invocation.close()
+            del keep_alive
 
     def to_vmfb(self, module: ir.Operation) -> bytes:
         invocation = self._session.invocation()
+        seen: list[Diagnostic] = []
+        keep_alive = on_diagnostics(invocation, lambda s, t: seen.append(_diagnostic(s, t)))
         try:
             invocation.import_module(module)
             set_compile_phases(invocation, compile_from="vm", compile_to=None)
-            with diagnostics.collect(self.context) as seen:
-                ok = invocation.execute()
-            if not ok:
+            if not invocation.execute():
                 raise CompileError("VM bytecode serialisation", seen)
             output = Output.open_membuffer()
             invocation.output_vm_bytecode(output)
             return bytes(output.map_memory())
         finally:
             invocation.close()
+            del keep_alive
 
     def _reproducer(self, module: ir.Operation, compile_from: str | None, compile_to: str) -> str:
         text = module.get_asm(enable_debug_info=True, assume_verified=True)

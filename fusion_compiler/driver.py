@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fusion_compiler import frontend, passes, signature
+from fusion_compiler.dialects import softmax
 from fusion_compiler.compiler import CompilerSession
 from fusion_compiler.errors import CompileError, Diagnostic, UnsupportedOpError
 from fusion_compiler.ir import ir
@@ -104,11 +105,14 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
         result.mlir = str(op.get_asm(large_elements_limit=16, assume_verified=True))
         return result
 
-    if stage is Stage.TORCH and compile_to is not Stage.TORCH:
-        op = _lower_to_linalg(session, op)
+    if compile_to is Stage.TORCH:
+        return done(stage)
+    # Linalg text goes through IREE's input phase too: it is where IREE adopts func.func.
+    op = _lower_to_linalg(session, op)
+    if stage is Stage.TORCH:
         stage = Stage.LINALG
         dumper.write(stage.value, op)
-    if compile_to.index <= stage.index:
+    if compile_to is Stage.LINALG:
         return done(stage)
 
     signature.attach(op)
@@ -122,6 +126,9 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
             print(remark, file=sys.stderr)
     dumper.write(Stage.FUSED.value, op)
     result.stats["attention_ops"] = _count(op, "iree_linalg_ext.attention")
+    result.stats["softmax_ops"] = sum(
+        isinstance(found, softmax.Softmax) for found in softmax.find_all(op)
+    )
     if compile_to is Stage.FUSED:
         return done(Stage.FUSED)
 

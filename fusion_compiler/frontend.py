@@ -6,6 +6,8 @@ work; aten lowering is IREE's torch input pipeline, not ours.
 
 from __future__ import annotations
 
+import copy
+import warnings
 from pathlib import Path
 
 import torch
@@ -50,7 +52,7 @@ def load_model(
         if not path.exists():
             raise FusionCompilerError(f"{path}: no such file")
         if path.suffix == ".pt2":
-            return torch.export.load(str(path))
+            return _restore_list_values(torch.export.load(str(path)))
         if path.suffix == ".mlir":
             return path.read_text()
         raise FusionCompilerError(
@@ -65,6 +67,28 @@ def load_model(
     )
 
 
+def _copy_graph(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """A copy sharing the weights: importing a frozen program rewrites its graph in place,
+    and the caller's program must stay usable (to save or run it afterwards)."""
+    shared = {**program.state_dict, **program.constants}
+    memo = {id(t): t for t in shared.values()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch's pytree, on deepcopy
+        return copy.deepcopy(program, memo)
+
+
+def _restore_list_values(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """Undoes a .pt2 round-trip quirk: ops returning ``Tensor[]`` (unbind, split) come back
+    with a tuple as their value, which the FX importer cannot type; it expects a list."""
+    for node in program.graph.nodes:
+        value = node.meta.get("val")
+        schema = getattr(node.target, "_schema", None)
+        if isinstance(value, tuple) and schema is not None and len(schema.returns) == 1:
+            if isinstance(schema.returns[0].type, torch.ListType):
+                node.meta["val"] = list(value)
+    return program
+
+
 def _looks_like_path(text: str) -> bool:
     return "\n" not in text and text.rstrip().endswith((".pt2", ".mlir"))
 
@@ -75,7 +99,7 @@ def import_model(
     """MLIR for the model and the stage it is at (torch for models, torch or linalg for text)."""
     if isinstance(source, torch.export.ExportedProgram):
         importer = FxImporter(context=context)
-        importer.import_frozen_program(source)
+        importer.import_frozen_program(_copy_graph(source))
         return importer.module, Stage.TORCH
     module = parse(source, context, filename)
     return module, _stage_of(module)

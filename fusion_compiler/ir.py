@@ -22,6 +22,7 @@ __all__ = [
     "ir",
     "passmanager",
     "rewrite",
+    "on_diagnostics",
     "set_compile_phases",
 ]
 
@@ -47,3 +48,35 @@ def set_compile_phases(invocation, *, compile_from: str | None, compile_to: str 
         _capi._dylib.ireeCompilerInvocationSetCompileToPhase(
             invocation._inv_p, compile_to.encode()
         )
+
+
+# Diagnostics of an invocation come through a C callback: ctypes releases the GIL while
+# the compiler runs, so a Python handler on the MLIR context must not be used there.
+_DIAGNOSTIC_CALLBACK = ctypes.CFUNCTYPE(
+    None, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p
+)
+_capi._dylib.ireeCompilerInvocationEnableCallbackDiagnostics.argtypes = [
+    ctypes.c_void_p,
+    ctypes.c_int,
+    _DIAGNOSTIC_CALLBACK,
+    ctypes.c_void_p,
+]
+_capi._dylib.ireeCompilerInvocationEnableCallbackDiagnostics.restype = None
+# iree_compiler_diagnostic_severity_t
+_SEVERITY = {0: "note", 1: "warning", 2: "error", 3: "remark"}
+
+
+def on_diagnostics(invocation, handler) -> object:
+    """Sends each diagnostic of ``invocation`` to ``handler(severity, text)``.
+
+    Returns the C callback, which the caller must keep alive while the invocation runs.
+    """
+
+    def forward(severity: int, message: bytes, size: int, user_data) -> None:
+        handler(_SEVERITY.get(severity, "error"), message[:size].decode(errors="replace"))
+
+    callback = _DIAGNOSTIC_CALLBACK(forward)
+    _capi._dylib.ireeCompilerInvocationEnableCallbackDiagnostics(
+        invocation._inv_p, 0, callback, None
+    )
+    return callback

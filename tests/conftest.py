@@ -1,0 +1,34 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+BIN = Path(sys.executable).parent
+
+
+def rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    """‖got − want‖ / ‖want‖, in float64."""
+    got, want = got.double(), want.double()
+    assert torch.isfinite(got).all(), "output has NaN or Inf"
+    return ((got - want).norm() / want.norm()).item()
+
+
+def tool(name: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Runs one of our console scripts from the interpreter's environment."""
+    result = subprocess.run([str(BIN / name), *args], capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{name} {' '.join(args)} failed:\n{result.stderr}")
+    return result
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,109 @@
+"""Models compiled for the CPU through the API and the CLI match PyTorch on fresh inputs."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import rel_error, tool
+from models import ExplicitAttentionBlock, MultiheadAttentionBlock, SDPABlock
+
+import fusion_compiler as fc
+
+# (model factory, fused attention ops after our passes, softmaxes left in the IR)
+MODELS = {
+    "mha": (MultiheadAttentionBlock, 1, 0),
+    "sdpa": (lambda: SDPABlock(causal=False), 1, 0),
+    "sdpa_causal": (lambda: SDPABlock(causal=True), 1, 0),
+    "explicit": (ExplicitAttentionBlock, 0, 1),
+}
+
+
+def _model(name: str) -> torch.nn.Module:
+    torch.manual_seed(hash(name) % 1000)
+    return MODELS[name][0]().eval()
+
+
+def _check(run, model: torch.nn.Module, shape: tuple[int, ...]) -> None:
+    x = torch.randn(shape)  # fresh: not the example the model was exported with
+    with torch.no_grad():
+        want = model(x)
+    assert rel_error(run(x), want) < 1e-4
+    assert rel_error(run(x.numpy()), want) < 1e-4  # numpy in, torch out
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_api_compile_and_run(name: str) -> None:
+    model = _model(name)
+    shape = (2, 37, 64)
+    module = fc.compile(model, example_args=(torch.randn(shape),), target="cpu")
+    _, attention_ops, softmax_ops = MODELS[name]
+    assert module.stage is fc.Stage.VMFB
+    assert module.stats["attention_ops"] == attention_ops
+    assert module.stats["softmax_ops"] == softmax_ops
+    assert module.stats["dispatches"] > 0
+    _check(fc.load(module, device="local-task"), model, shape)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_cli_compiles_saved_pt2(name: str, tmp_path: Path) -> None:
+    model = _model(name)
+    shape = (1, 20, 64)
+    program = torch.export.export(model, (torch.randn(shape),))
+    torch.export.save(program, tmp_path / "model.pt2")
+    vmfb = tmp_path / "m.vmfb"
+    result = tool("fusion-compile", str(tmp_path / "model.pt2"), "--target", "cpu",
+                  "-o", str(vmfb), "--dump-ir", str(tmp_path / "ir"))
+    assert "attention_ops=" in result.stderr
+    _check(fc.load(str(vmfb)), model, shape)
+    _check(fc.load(vmfb.read_bytes()), model, shape)
+
+
+def test_exported_program_and_pt2_path_through_api(tmp_path: Path) -> None:
+    model = _model("explicit")
+    shape = (3, 9, 64)
+    program = torch.export.export(model, (torch.randn(shape),))
+    _check(fc.load(fc.compile(program)), model, shape)
+    torch.export.save(program, tmp_path / "m.pt2")
+    module = fc.compile(str(tmp_path / "m.pt2"))
+    module.save(tmp_path / "m.vmfb")
+    _check(fc.load(tmp_path / "m.vmfb"), model, shape)
+
+
+def test_dump_ir_writes_every_stage_in_order(tmp_path: Path) -> None:
+    fc.compile(_model("explicit"), example_args=(torch.randn(1, 8, 64),), dump_ir=tmp_path)
+    names = sorted(p.name for p in tmp_path.glob("*.mlir") if not p.name.startswith("repro"))
+    numbers = [int(n[:2]) for n in names]
+    assert numbers == list(range(len(names)))
+    stages = [n[3:-5] for n in names]
+    assert stages[:4] == ["torch", "linalg", "fusion-find-softmax", "fused"]
+    iree = [s.value for s in fc.Stage if fc.Stage.ABI.index <= s.index <= fc.Stage.VM.index]
+    assert stages[4:] == iree
+    assert "torch.aten.softmax" in (tmp_path / "00-torch.mlir").read_text()
+
+
+@pytest.mark.parametrize("stage", ["torch", "linalg", "fused", "flow"])
+def test_compile_to_stops_at_stage(stage: str, tmp_path: Path) -> None:
+    module = fc.compile(_model("sdpa"), example_args=(torch.randn(1, 8, 64),), compile_to=stage)
+    assert module.stage.value == stage and module.vmfb is None
+    marker = {"torch": "torch.aten", "linalg": "iree_linalg_ext.attention",
+              "fused": "iree_linalg_ext.attention", "flow": "flow.dispatch"}[stage]
+    assert marker in module.mlir
+    with pytest.raises(fc.FusionCompilerError, match="no bytecode"):
+        fc.load(module)
+
+
+def test_linalg_mlir_text_compiles_and_runs() -> None:
+    text = """
+    func.func @scaled_softmax(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
+      %e = tensor.empty() : tensor<4x16xf32>
+      %y = linalg.softmax dimension(1) ins(%x : tensor<4x16xf32>) outs(%e : tensor<4x16xf32>) -> tensor<4x16xf32>
+      return %y : tensor<4x16xf32>
+    }
+    """
+    module = fc.compile(text)
+    assert module.stats["softmax_ops"] == 1
+    run = fc.load(module)
+    x = torch.randn(4, 16)
+    assert rel_error(run["scaled_softmax"](x), torch.softmax(x, 1)) < 1e-5
+    with pytest.raises(fc.ArgumentError, match=r"argument 0 .* expected \(4, 16\) float32"):
+        run["scaled_softmax"](torch.randn(4, 15))
