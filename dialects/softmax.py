@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fusion_compiler.dialects import linalg
+
 from fusion_compiler.ir import ir
 
 

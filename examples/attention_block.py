@@ -1,6 +1,6 @@
 """Compile an attention block for the CPU, run it, compare with PyTorch.
 
-    .venv/bin/python examples/attention_block.py [--dump-ir ir/]
+.venv/bin/python examples/attention_block.py [--dump-ir ir/]
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-import fusion_compiler as fc  # noqa: E402
 from models import ExplicitAttentionBlock, SDPABlock  # noqa: E402
+
+import fusion_compiler as fc  # noqa: E402
 
 
 def main() -> int:
@@ -38,8 +39,10 @@ def main() -> int:
             want = model(fresh)
         got = run(fresh)
         error = ((got - want).norm() / want.norm()).item()
-        print(f"{name}: compiled in {seconds:.1f} s, stats {module.stats}, "
-              f"rel. error vs PyTorch {error:.1e}")
+        print(
+            f"{name}: compiled in {seconds:.1f} s, stats {module.stats}, "
+            f"rel. error vs PyTorch {error:.1e}"
+        )
         print(f"  IR after every stage and pass: {dump}/ ({len(list(dump.glob('*.mlir')))} files)")
         if not error < 1e-4:
             print("  MISMATCH", file=sys.stderr)

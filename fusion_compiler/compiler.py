@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
-
-import re
 
 from fusion_compiler.errors import CompileError, Diagnostic
 from fusion_compiler.ir import Output, Session, ir, on_diagnostics, set_compile_phases
 from fusion_compiler.pipeline import save_reproducer
 from fusion_compiler.targets import Target
-
 
 _LOCATED = re.compile(r"^(\S+?:\d+:\d+): (.*)$", re.DOTALL)
 
@@ -82,7 +80,6 @@ class CompilerSession:
             args.append(f"--compile-from={compile_from}")
         args += [f"--compile-to={compile_to}", "-o", f"{compile_to}.mlir"]
         return shlex.join(args)
-
 
 
 def new_session() -> Session:

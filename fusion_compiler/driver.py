@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fusion_compiler import frontend, passes, signature
-from fusion_compiler.dialects import softmax
 from fusion_compiler.compiler import CompilerSession
+from fusion_compiler.dialects import softmax
 from fusion_compiler.errors import CompileError, Diagnostic, UnsupportedOpError
 from fusion_compiler.ir import ir
 from fusion_compiler.pipeline import join_pipeline, run_pipeline, split_pipeline
@@ -109,16 +109,18 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
         return done(stage)
     # Linalg text goes through IREE's input phase too: it is where IREE adopts func.func.
     op = _lower_to_linalg(session, op)
+    signature.attach(op)
     if stage is Stage.TORCH:
         stage = Stage.LINALG
         dumper.write(stage.value, op)
     if compile_to is Stage.LINALG:
         return done(stage)
 
-    signature.attach(op)
     elements = split_pipeline(pipeline) if pipeline else list(passes.DEFAULT_PIPELINE)
     for element in elements:
-        found = run_pipeline(op, join_pipeline([element]), reproducer_dir=dump_ir)
+        found = run_pipeline(
+            op, join_pipeline([element]), reproducer_dir=dump_ir, filename=filename
+        )
         result.remarks += [d for d in found if d.severity in ("remark", "warning")]
         dumper.write(element.partition("{")[0], op)
     if remarks:

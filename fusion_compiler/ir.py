@@ -45,9 +45,7 @@ def set_compile_phases(invocation, *, compile_from: str | None, compile_to: str 
             invocation._inv_p, compile_from.encode()
         )
     if compile_to is not None:
-        _capi._dylib.ireeCompilerInvocationSetCompileToPhase(
-            invocation._inv_p, compile_to.encode()
-        )
+        _capi._dylib.ireeCompilerInvocationSetCompileToPhase(invocation._inv_p, compile_to.encode())
 
 
 # Diagnostics of an invocation come through a C callback: ctypes releases the GIL while

@@ -158,7 +158,8 @@ def run_pipeline(
         ]
         text = before.get_asm(enable_debug_info=True, assume_verified=True)
         path = save_reproducer(text, "pipeline", reproducer_dir)
-        command = f"fusion-opt {shlex.quote(str(path))} --pass-pipeline={shlex.quote(join_pipeline(elements))}"
+        pipeline_text = shlex.quote(join_pipeline(elements))
+        command = f"fusion-opt {shlex.quote(str(path))} --pass-pipeline={pipeline_text}"
         error = CompileError(f"pass pipeline {join_pipeline(elements)}", errors, command)
         raise error from (crashes[0] if crashes else None)
     finally:

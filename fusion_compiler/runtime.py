@@ -57,7 +57,7 @@ class TensorSpec:
     def matches(self, shape: tuple[int, ...], dtype: torch.dtype) -> bool:
         if dtype != self.dtype or len(shape) != len(self.shape):
             return False
-        return all(want is None or want == got for want, got in zip(self.shape, shape))
+        return all(want is None or want == got for want, got in zip(self.shape, shape, strict=True))
 
 
 def _specs(text: str) -> list[TensorSpec]:
@@ -104,8 +104,7 @@ class Function:
             if not spec.matches(tuple(arg.shape), arg.dtype):
                 got = TensorSpec(tuple(arg.shape), arg.dtype)
                 raise ArgumentError(
-                    f"{self.name}: argument {index} has shape/dtype {got}, "
-                    f"expected {spec}"
+                    f"{self.name}: argument {index} has shape/dtype {got}, expected {spec}"
                 )
         return arg
 
@@ -113,7 +112,8 @@ class Function:
         host = tensor.detach().cpu().contiguous()
         if host.dtype in _BITS_AS:
             bits, element_type = _BITS_AS[host.dtype]
-            return rt.asdevicearray(self._device, host.view(bits).numpy(), element_type=element_type)
+            bits_array = host.view(bits).numpy()
+            return rt.asdevicearray(self._device, bits_array, element_type=element_type)
         return rt.asdevicearray(self._device, host.numpy())
 
     def _to_torch(self, result) -> torch.Tensor:

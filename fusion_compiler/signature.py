@@ -50,9 +50,7 @@ def attach(module: ir.Operation) -> None:
         inputs, outputs = _tensor_types(body)
         entries = {}
         if "iree.reflection" in func.attributes:
-            entries = {
-                a.name: a.attr for a in ir.DictAttr(func.attributes["iree.reflection"])
-            }
+            entries = {a.name: a.attr for a in ir.DictAttr(func.attributes["iree.reflection"])}
         entries[INPUTS_KEY] = ir.StringAttr.get(";".join(inputs), context=context)
         entries[OUTPUTS_KEY] = ir.StringAttr.get(";".join(outputs), context=context)
         func.attributes["iree.reflection"] = ir.DictAttr.get(entries, context=context)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fusion_compiler import remarks
 from fusion_compiler.dialects import softmax
+
+from fusion_compiler import remarks
 from fusion_compiler.ir import ir
 
 NAME = "fusion-find-softmax"

@@ -51,8 +51,16 @@ def test_cli_compiles_saved_pt2(name: str, tmp_path: Path) -> None:
     program = torch.export.export(model, (torch.randn(shape),))
     torch.export.save(program, tmp_path / "model.pt2")
     vmfb = tmp_path / "m.vmfb"
-    result = tool("fusion-compile", str(tmp_path / "model.pt2"), "--target", "cpu",
-                  "-o", str(vmfb), "--dump-ir", str(tmp_path / "ir"))
+    result = tool(
+        "fusion-compile",
+        str(tmp_path / "model.pt2"),
+        "--target",
+        "cpu",
+        "-o",
+        str(vmfb),
+        "--dump-ir",
+        str(tmp_path / "ir"),
+    )
     assert "attention_ops=" in result.stderr
     _check(fc.load(str(vmfb)), model, shape)
     _check(fc.load(vmfb.read_bytes()), model, shape)
@@ -85,8 +93,12 @@ def test_dump_ir_writes_every_stage_in_order(tmp_path: Path) -> None:
 def test_compile_to_stops_at_stage(stage: str, tmp_path: Path) -> None:
     module = fc.compile(_model("sdpa"), example_args=(torch.randn(1, 8, 64),), compile_to=stage)
     assert module.stage.value == stage and module.vmfb is None
-    marker = {"torch": "torch.aten", "linalg": "iree_linalg_ext.attention",
-              "fused": "iree_linalg_ext.attention", "flow": "flow.dispatch"}[stage]
+    marker = {
+        "torch": "torch.aten",
+        "linalg": "iree_linalg_ext.attention",
+        "fused": "iree_linalg_ext.attention",
+        "flow": "flow.dispatch",
+    }[stage]
     assert marker in module.mlir
     with pytest.raises(fc.FusionCompilerError, match="no bytecode"):
         fc.load(module)
@@ -96,7 +108,8 @@ def test_linalg_mlir_text_compiles_and_runs() -> None:
     text = """
     func.func @scaled_softmax(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
       %e = tensor.empty() : tensor<4x16xf32>
-      %y = linalg.softmax dimension(1) ins(%x : tensor<4x16xf32>) outs(%e : tensor<4x16xf32>) -> tensor<4x16xf32>
+      %y = linalg.softmax dimension(1) ins(%x : tensor<4x16xf32>)
+             outs(%e : tensor<4x16xf32>) -> tensor<4x16xf32>
       return %y : tensor<4x16xf32>
     }
     """

@@ -50,8 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     stats = ", ".join(f"{k}={v}" for k, v in module.stats.items())
     where = f"; wrote {args.output}" if args.output else ""
     dumped = f"; IR of every stage in {args.dump_ir}/" if args.dump_ir else ""
-    print(f"fusion-compile: {module.stage.value} for {args.target} ({stats}){where}{dumped}",
-          file=sys.stderr)
+    print(
+        f"fusion-compile: {module.stage.value} for {args.target} ({stats}){where}{dumped}",
+        file=sys.stderr,
+    )
     return 0
 
 

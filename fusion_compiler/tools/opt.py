@@ -18,8 +18,7 @@ _SPLIT = re.compile(r"^// -----.*$", re.MULTILINE)
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fusion-opt",
-        description="Run pass pipelines over MLIR. Our passes: "
-        + ", ".join(passes.pass_names()),
+        description="Run pass pipelines over MLIR. Our passes: " + ", ".join(passes.pass_names()),
     )
     p.add_argument("input", nargs="?", default="-", help="MLIR file, or - for stdin")
     p.add_argument("--pass-pipeline", default="", help="builtin.module(pass1,pass2{opt=v},...)")

@@ -51,7 +51,9 @@ def check(text: str, filename: str, seen: list[Diagnostic]) -> list[str]:
             (
                 e
                 for e in expected
-                if not e.met and e.line == line and e.severity == diag.severity
+                if not e.met
+                and e.line == line
+                and e.severity == diag.severity
                 and e.text in diag.message
             ),
             None,
