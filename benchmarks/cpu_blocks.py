@@ -18,8 +18,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-import fusion_compiler as fc  # noqa: E402
 from models import ExplicitAttentionBlock, MultiheadAttentionBlock, SDPABlock  # noqa: E402
+
+import fusion_compiler as fc  # noqa: E402
 
 CASES = {  # name -> model for a given width, 4 heads
     "nn.MultiheadAttention": lambda dim: MultiheadAttentionBlock(dim, 4),
@@ -71,7 +72,8 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     if args.out:
-        Path(args.out).write_text(f"Command: `.venv/bin/python benchmarks/cpu_blocks.py`\n\n{text}\n")
+        command = "`.venv/bin/python benchmarks/cpu_blocks.py`"
+        Path(args.out).write_text(f"Command: {command}\n\n{text}\n")
     return 0
 
 
