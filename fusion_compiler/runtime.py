@@ -60,8 +60,9 @@ class TensorSpec:
         return all(want is None or want == got for want, got in zip(self.shape, shape, strict=True))
 
 
-def _specs(text: str) -> list[TensorSpec]:
-    return [TensorSpec.parse(m) for m in _TENSOR.findall(text)]
+def _specs(text: str) -> list[TensorSpec | None]:
+    """``tensor<2x3xf32>;*;...`` -> specs, None for ``*`` (an argument the module ignores)."""
+    return [None if item == "*" else TensorSpec.parse(item[7:-1]) for item in text.split(";")]
 
 
 class Function:
@@ -72,19 +73,19 @@ class Function:
         self._function = function
         self._device = device
         reflection = function.vm_function.reflection
-        self.inputs: list[TensorSpec] | None = None
+        self.inputs: list[TensorSpec | None] | None = None
         if "fusion.inputs" in reflection:
             self.inputs = _specs(reflection["fusion.inputs"])
         elif "iree.abi.declaration" in reflection:
             declaration = reflection["iree.abi.declaration"]
-            self.inputs = _specs(declaration.split("->")[0])
+            self.inputs = [TensorSpec.parse(t) for t in _TENSOR.findall(declaration.split("->")[0])]
 
     def __call__(self, *args: torch.Tensor | np.ndarray):
         tensors = [self._check(i, arg) for i, arg in enumerate(args)]
         if self.inputs is not None and len(tensors) != len(self.inputs):
             raise ArgumentError(
                 f"{self.name} takes {len(self.inputs)} tensor argument(s) "
-                f"({'; '.join(map(str, self.inputs))}), got {len(tensors)}"
+                f"({'; '.join(str(s or 'any tensor') for s in self.inputs)}), got {len(tensors)}"
             )
         results = self._function(*[self._to_device(t) for t in tensors])
         if isinstance(results, (tuple, list)):
@@ -101,7 +102,7 @@ class Function:
             )
         if self.inputs is not None and index < len(self.inputs):
             spec = self.inputs[index]
-            if not spec.matches(tuple(arg.shape), arg.dtype):
+            if spec is not None and not spec.matches(tuple(arg.shape), arg.dtype):
                 got = TensorSpec(tuple(arg.shape), arg.dtype)
                 raise ArgumentError(
                     f"{self.name}: argument {index} has shape/dtype {got}, expected {spec}"

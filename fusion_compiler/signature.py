@@ -11,6 +11,7 @@ from fusion_compiler.ir import ir
 
 INPUTS_KEY = "fusion.inputs"
 OUTPUTS_KEY = "fusion.outputs"
+ANY = "*"  # an argument the module never reads: any tensor will do
 
 
 def _functions(module: ir.Operation) -> dict[str, ir.Operation]:
@@ -22,7 +23,8 @@ def _functions(module: ir.Operation) -> dict[str, ir.Operation]:
 
 
 def _tensor_types(func: ir.Operation) -> tuple[list[str], list[str]]:
-    args = list(func.regions[0].blocks[0].arguments)
+    """Tensor types of the buffer-view arguments (``*`` for one never read) and results."""
+    args = [a for a in func.regions[0].blocks[0].arguments if str(a.type) == "!hal.buffer_view"]
     inputs: dict[int, str] = {}
     outputs: list[str] = []
 
@@ -36,7 +38,7 @@ def _tensor_types(func: ir.Operation) -> tuple[list[str], list[str]]:
         return ir.WalkResult.ADVANCE
 
     func.walk(visit)
-    return [inputs[i] for i in sorted(inputs)], outputs
+    return [inputs.get(i, ANY) for i in range(len(args))], outputs
 
 
 def attach(module: ir.Operation) -> None:

@@ -120,3 +120,16 @@ def test_linalg_mlir_text_compiles_and_runs() -> None:
     assert rel_error(run["scaled_softmax"](x), torch.softmax(x, 1)) < 1e-5
     with pytest.raises(fc.ArgumentError, match=r"argument 0 .* expected \(4, 16\) float32"):
         run["scaled_softmax"](torch.randn(4, 15))
+
+
+class _IgnoresSecondInput(torch.nn.Module):
+    def forward(self, x: torch.Tensor, unused: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, -1)
+
+
+def test_argument_the_module_never_reads_is_counted_not_checked() -> None:
+    run = fc.load(fc.compile(_IgnoresSecondInput(), example_args=(torch.randn(3, 5),) * 2))
+    x = torch.randn(3, 5)
+    assert rel_error(run(x, torch.randn(7)), torch.softmax(x, -1)) < 1e-6
+    with pytest.raises(fc.ArgumentError, match=r"takes 2 tensor argument\(s\)"):
+        run(x)
