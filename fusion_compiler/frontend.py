@@ -45,7 +45,7 @@ def load_model(
                 "fc.compile(model, example_args=(x, ...))"
             )
         return torch.export.export(
-            model, tuple(example_args), example_kwargs, dynamic_shapes=dynamic_shapes
+            model, _unalias(example_args), example_kwargs, dynamic_shapes=dynamic_shapes
         )
     if isinstance(model, Path) or (isinstance(model, str) and _looks_like_path(model)):
         path = Path(model)
@@ -65,6 +65,22 @@ def load_model(
         f"cannot compile a {type(model).__name__}: expected an nn.Module with example_args, "
         "a torch.export.ExportedProgram, a .pt2 or .mlir path, or MLIR text"
     )
+
+
+def _unalias(args: tuple) -> tuple:
+    """Distinct copies of example tensors passed more than once.
+
+    torch.export specialises on aliasing: ``export(m, (x, x, x))`` yields a program that
+    reads only the last argument, which would then silently ignore the others.
+    """
+    seen: set[int] = set()
+    out = []
+    for arg in args:
+        if isinstance(arg, torch.Tensor) and id(arg) in seen:
+            arg = arg.clone()
+        seen.add(id(arg))
+        out.append(arg)
+    return tuple(out)
 
 
 def _copy_graph(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
