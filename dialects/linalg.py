@@ -15,12 +15,13 @@ def producer(value: ir.Value) -> ir.Operation | None:
     return owner.operation
 
 
-def producer_through_reshapes(value: ir.Value) -> ir.Operation | None:
-    """The first producer of ``value`` that is not an expand/collapse of a unit dim."""
-    op = producer(value)
+def producer_and_reshapes(value: ir.Value) -> tuple[ir.Operation | None, list[ir.Operation]]:
+    """The first producer of ``value`` that is not an expand/collapse, and those skipped."""
+    op, skipped = producer(value), []
     while op is not None and op.name in _RESHAPES:
+        skipped.append(op)
         op = producer(op.operands[0])
-    return op
+    return op, skipped
 
 
 def is_generic(op: ir.Operation | None) -> bool:

@@ -25,6 +25,7 @@ class Softmax:
     dim: int
     result: ir.Operation
     form: str  # "linalg.softmax" or "decomposed"
+    ops: tuple[ir.Operation, ...] = ()  # every op of the decomposition, reshapes included
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ def match(op: ir.Operation) -> Softmax | NearMiss | None:
     """A Softmax if ``op`` yields one, a NearMiss if it only looks like one, else None."""
     if op.name == "linalg.softmax":
         dim = ir.IntegerAttr(op.attributes["dimension"]).value
-        return Softmax(op.operands[0], dim, op, "linalg.softmax")
+        return Softmax(op.operands[0], dim, op, "linalg.softmax", (op,))
     return _match_decomposed(op)
 
 
@@ -47,7 +48,7 @@ def _match_decomposed(div: ir.Operation) -> Softmax | NearMiss | None:
     if not linalg.is_elementwise_payload(div, "arith.divf"):
         return None
     numerator, denominator = linalg.inputs(div)
-    total = linalg.producer_through_reshapes(denominator)
+    total, total_reshapes = linalg.producer_and_reshapes(denominator)
     if total is None or linalg.reduction_payload(total) != "arith.addf":
         return None
     # From here on the op is shaped like a softmax: every failure is a near miss.
@@ -61,14 +62,15 @@ def _match_decomposed(div: ir.Operation) -> Softmax | NearMiss | None:
     if shifted is None or not linalg.is_elementwise_payload(shifted, "arith.subf"):
         return NearMiss(div, "exp's input is not shifted by the row max (numerically unsafe)")
     x, row_max = linalg.inputs(shifted)
-    peak = linalg.producer_through_reshapes(row_max)
+    peak, peak_reshapes = linalg.producer_and_reshapes(row_max)
     if peak is None or linalg.reduction_payload(peak) != "arith.maximumf":
         return NearMiss(div, "exp's input is shifted by something other than a max")
     if linalg.inputs(peak)[0] != x:
         return NearMiss(div, "the max is taken over a different tensor than the exp")
     if linalg.reduction_dims(peak) != [dim]:
         return NearMiss(div, "the max and the sum reduce different dimensions")
-    return Softmax(x, dim, div, "decomposed")
+    ops = (div, *total_reshapes, total, exp, shifted, *peak_reshapes, peak)
+    return Softmax(x, dim, div, "decomposed", ops)
 
 
 def find_all(module: ir.Operation) -> list[Softmax | NearMiss]:

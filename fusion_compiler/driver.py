@@ -116,7 +116,7 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     if compile_to is Stage.LINALG:
         return done(stage)
 
-    elements = split_pipeline(pipeline) if pipeline else list(passes.DEFAULT_PIPELINE)
+    elements = split_pipeline(pipeline) if pipeline else passes.default_pipeline(tgt.name)
     for element in elements:
         found = run_pipeline(
             op, join_pipeline([element]), reproducer_dir=dump_ir, filename=filename

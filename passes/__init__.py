@@ -11,11 +11,20 @@ import importlib
 from types import ModuleType
 
 _MODULES: dict[str, str] = {
+    "fusion-detect-attention": "fusion_compiler.passes.detect_attention",
     "fusion-find-softmax": "fusion_compiler.passes.find_softmax",
 }
 
 # What ``fc.compile`` runs between the Linalg and the fused stage.
-DEFAULT_PIPELINE: tuple[str, ...] = ("fusion-find-softmax",)
+DEFAULT_PIPELINE: tuple[str, ...] = ("fusion-detect-attention", "fusion-find-softmax")
+
+# Passes left out per target: IREE 3.13's SPIR-V code generation cannot lower
+# iree_linalg_ext.attention, so on Vulkan attention stays unfused (and compiles).
+_LEFT_OUT: dict[str, tuple[str, ...]] = {"vulkan": ("fusion-detect-attention",)}
+
+
+def default_pipeline(target: str) -> list[str]:
+    return [p for p in DEFAULT_PIPELINE if p not in _LEFT_OUT.get(target, ())]
 
 
 def pass_names() -> list[str]:

@@ -14,7 +14,7 @@ MODELS = {
     "mha": (MultiheadAttentionBlock, 1, 0),
     "sdpa": (lambda: SDPABlock(causal=False), 1, 0),
     "sdpa_causal": (lambda: SDPABlock(causal=True), 1, 0),
-    "explicit": (ExplicitAttentionBlock, 0, 1),
+    "explicit": (ExplicitAttentionBlock, 1, 0),
 }
 
 
@@ -83,9 +83,10 @@ def test_dump_ir_writes_every_stage_in_order(tmp_path: Path) -> None:
     numbers = [int(n[:2]) for n in names]
     assert numbers == list(range(len(names)))
     stages = [n[3:-5] for n in names]
-    assert stages[:4] == ["torch", "linalg", "fusion-find-softmax", "fused"]
+    ours = ["fusion-detect-attention", "fusion-find-softmax"]
+    assert stages[:5] == ["torch", "linalg", *ours, "fused"]
     iree = [s.value for s in fc.Stage if fc.Stage.ABI.index <= s.index <= fc.Stage.VM.index]
-    assert stages[4:] == iree
+    assert stages[5:] == iree
     assert "torch.aten.softmax" in (tmp_path / "00-torch.mlir").read_text()
 
 

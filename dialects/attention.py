@@ -1,0 +1,274 @@
+"""Recognises attention written as separate Linalg ops, and builds the fused op.
+
+The shape the torch front end gives ``softmax(f(Q @ Kᵀ)) @ V``::
+
+    qk  = linalg.batch_matmul(Q3, Kt3)        # (B, M, K2); Kt3 = collapse(transpose(K))
+    s   = expand_shape(qk) -> score ops f      # scale, masks, biases, casts (dialects.score)
+    p   = softmax(s, last dim) -> casts -> collapse_shape
+    out = linalg.batch_matmul(p, V3)          # (B, M, N)   <- the anchor
+
+and the replacement, ``iree_linalg_ext.attention(Q3, Kt3, V3, slope, f(0))``, reads
+K through its transposed copy with the map ``(b, m, n, k1, k2) -> (b, k1, k2)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fusion_compiler.dialects import linalg, score, softmax
+
+from fusion_compiler.ir import dialects, ir
+
+ATTENTION = "iree_linalg_ext.attention"
+_RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
+
+
+@dataclass
+class Attention:
+    """A matched attention: its matmuls, the score ops between, and what they add up to."""
+
+    qk: ir.Operation
+    pv: ir.Operation
+    score_ops: list[ir.Operation]  # from qk to the softmax input, in order
+    score_inputs: list[int]  # which operand of each score op carries the score
+    scale: float
+    has_mask: bool
+    ops: list[ir.Operation] = field(default_factory=list)  # everything the fused op replaces
+
+
+@dataclass(frozen=True)
+class NearMiss:
+    op: ir.Operation
+    reason: str
+
+
+def _uses(value: ir.Value) -> list[ir.Operation]:
+    return [
+        use.owner.operation if hasattr(use.owner, "operation") else use.owner for use in value.uses
+    ]
+
+
+_BATCH_MATMUL_MAPS = [
+    "affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>",
+    "affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>",
+    "affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>",
+]
+
+
+def _is_plain_batch_matmul(op: ir.Operation | None) -> bool:
+    """A batch_matmul with the default (b, m, k) x (b, k, n) maps."""
+    if op is None or op.name != "linalg.batch_matmul":
+        return False
+    maps = op.attributes["indexing_maps"] if "indexing_maps" in op.attributes else None
+    return maps is None or [str(m) for m in maps] == _BATCH_MATMUL_MAPS
+
+
+def _is_cast(op: ir.Operation) -> bool:
+    return any(linalg.is_elementwise_payload(op, name) for name in ("arith.extf", "arith.truncf"))
+
+
+def _leads_to_matmul(value: ir.Value, depth: int = 12) -> bool:
+    """Whether ``value`` comes from a batch_matmul through reshapes and elementwise ops."""
+    op = linalg.producer(value)
+    if op is None or depth == 0:
+        return False
+    if _is_plain_batch_matmul(op):
+        return True
+    if op.name in _RESHAPES:
+        return _leads_to_matmul(op.operands[0], depth - 1)
+    if linalg.is_generic(op) and not linalg.reduction_dims(op):
+        return any(_leads_to_matmul(v, depth - 1) for v in linalg.inputs(op))
+    return False
+
+
+def _score_input(op: ir.Operation) -> int | None:
+    """The one input of an elementwise generic that carries the score, if exactly one."""
+    if not linalg.is_generic(op) or linalg.reduction_dims(op) or len(op.results) != 1:
+        return None
+    inputs = linalg.inputs(op)
+    maps = [str(m) for m in linalg.indexing_maps(op)]
+    output_map = maps[len(inputs)]
+    candidates = [
+        i for i, value in enumerate(inputs) if maps[i] == output_map and _leads_to_matmul(value)
+    ]
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def match(pv: ir.Operation) -> Attention | NearMiss | None:
+    """An Attention anchored at ``pv`` (the P @ V matmul), a NearMiss with why, or None."""
+    if not _is_plain_batch_matmul(pv):
+        return None
+    probs = pv.operands[0]
+    replaced = [pv]
+    op = linalg.producer(probs)
+    while op is not None and (
+        op.name == "tensor.collapse_shape" or (linalg.is_generic(op) and _is_cast(op))
+    ):
+        replaced.append(op)
+        op = linalg.producer(op.operands[0])
+    found = softmax.match(op) if op is not None else None
+    if not isinstance(found, softmax.Softmax):
+        return None
+    # Shaped like attention from here on: every refusal says why.
+    rank = ir.RankedTensorType(found.input.type).rank
+    if found.dim != rank - 1:
+        return NearMiss(pv, f"the softmax is over dimension {found.dim}, not the key dimension")
+    if found.form != "decomposed":
+        return NearMiss(pv, "only the decomposed softmax is matched so far")
+    replaced += found.ops
+
+    score_ops, score_inputs, slope, has_mask = [], [], 1.0, False
+    value = found.input
+    while True:
+        op = linalg.producer(value)
+        if op is None:
+            return NearMiss(pv, "the softmax input does not come from a matmul")
+        if _is_plain_batch_matmul(op):
+            qk = op
+            break
+        if op.name in _RESHAPES:
+            score_ops.append(op)
+            score_inputs.append(0)
+            value = op.operands[0]
+            continue
+        index = _score_input(op)
+        if index is None:
+            return NearMiss(pv, f"cannot tell which operand of {op.name} carries the scores")
+        term = score.evaluate(op, index)
+        if not isinstance(term, score.Affine):
+            reason = term.reason if isinstance(term, score.Unsupported) else "not a score op"
+            return NearMiss(pv, reason)
+        slope *= term.slope
+        has_mask |= term.offset
+        score_ops.append(op)
+        score_inputs.append(index)
+        value = op.operands[index]
+    score_ops.reverse()
+    score_inputs.reverse()
+    replaced += score_ops + [qk]
+
+    for op in replaced[1:]:  # all but P @ V, whose result the fused op takes over
+        for result in op.results:
+            for user in _uses(result):
+                if not any(user == inner for inner in replaced):
+                    return NearMiss(
+                        pv,
+                        f"an intermediate ({op.name}) is also used by {user.name}, so the "
+                        "scores must be materialised",
+                    )
+    expands = [o for o in score_ops if o.name == "tensor.expand_shape"]
+    if len(expands) > 1 or any(o.name == "tensor.collapse_shape" for o in score_ops):
+        return NearMiss(pv, "the scores are reshaped more than once")
+    return Attention(qk, pv, score_ops, score_inputs, slope, has_mask, replaced)
+
+
+def _zeros(like: ir.Type) -> ir.Value:
+    tensor_type = ir.RankedTensorType(like)
+    element = tensor_type.element_type
+    empty = dialects.tensor.EmptyOp(tensor_type.shape, element).result
+    zero = dialects.arith.ConstantOp(element, 0.0).result
+    return dialects.linalg.fill(zero, outs=[empty])
+
+
+def _cast(value: ir.Value, element: ir.Type) -> ir.Value:
+    """An elementwise extf/truncf of a tensor to ``element``; the value itself if it has it."""
+    source = ir.RankedTensorType(value.type)
+    if source.element_type == element:
+        return value
+    widen = ir.FloatType(element).width > ir.FloatType(source.element_type).width
+    init = dialects.tensor.EmptyOp(source.shape, element).result
+    identity = ir.AffineMapAttr.get(ir.AffineMap.get_identity(source.rank))
+    parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+    generic = dialects.linalg.GenericOp(
+        [init.type],
+        [value],
+        [init],
+        ir.ArrayAttr.get([identity, identity]),
+        ir.ArrayAttr.get([parallel] * source.rank),
+    )
+    block = generic.regions[0].blocks.append(source.element_type, element)
+    with ir.InsertionPoint(block):
+        op = dialects.arith.ExtFOp if widen else dialects.arith.TruncFOp
+        dialects.linalg.YieldOp([op(element, block.arguments[0]).result])
+    return generic.results[0]
+
+
+def _mask(found: Attention, q_element: ir.Type) -> ir.Value:
+    """``f(0)``: the score ops replayed on zeros, collapsed back to the (B, M, K2) space."""
+    value = _zeros(found.qk.results[0].type)
+    collapse_to = None
+    for op, index in zip(found.score_ops, found.score_inputs, strict=True):
+        clone = op.clone()
+        clone.operands[index] = value
+        value = clone.results[0]
+        if op.name == "tensor.expand_shape":
+            collapse_to = op.attributes["reassociation"]
+    if collapse_to is not None:
+        source = ir.RankedTensorType(value.type)
+        qk_type = ir.RankedTensorType(found.qk.results[0].type)
+        result = ir.RankedTensorType.get(qk_type.shape, source.element_type)
+        value = dialects.tensor.CollapseShapeOp(result, value, collapse_to).result
+    return _cast(value, q_element)
+
+
+def _maps(has_mask: bool) -> ir.ArrayAttr:
+    # (d0, d1, d2, d3, d4) = (batch, m, n, k1, k2)
+    rows = ["(d0, d1, d3)", "(d0, d3, d4)", "(d0, d4, d2)", "()"]
+    rows += ["(d0, d1, d4)"] if has_mask else []
+    rows += ["(d0, d1, d2)"]
+    return ir.ArrayAttr.get(
+        [ir.Attribute.parse(f"affine_map<(d0, d1, d2, d3, d4) -> {r}>") for r in rows]
+    )
+
+
+def build(found: Attention) -> ir.Value:
+    """Inserts the fused op before the P @ V matmul; returns its result (same type)."""
+    q, k_transposed = found.qk.operands[0], found.qk.operands[1]
+    v = found.pv.operands[1]
+    result_type = found.pv.results[0].type
+    q_element = ir.RankedTensorType(q.type).element_type
+    # Dialects load lazily: creating an op of an unloaded one makes an unregistered op.
+    found.pv.context.dialects["iree_linalg_ext"]
+    with ir.InsertionPoint(found.pv), found.pv.location:
+        scale = dialects.arith.ConstantOp(ir.F32Type.get(), found.scale).result
+        operands = [q, k_transposed, v, scale]
+        if found.has_mask:
+            operands.append(_mask(found, q_element))
+        out_type = ir.RankedTensorType(result_type)
+        operands.append(dialects.tensor.EmptyOp(out_type.shape, out_type.element_type).result)
+        op = ir.Operation.create(
+            ATTENTION,
+            results=[result_type],
+            operands=operands,
+            attributes={"indexing_maps": _maps(found.has_mask)},
+            regions=1,
+        )
+        block = op.regions[0].blocks.append(ir.F32Type.get())
+        with ir.InsertionPoint(block):
+            ir.Operation.create("iree_linalg_ext.yield", operands=[block.arguments[0]])
+    return op.results[0]
+
+
+def erase_dead(ops: list[ir.Operation]) -> None:
+    """Erases the replaced ops, users first, and the producers left without users."""
+    pending = list(ops)
+    while True:
+        dead = next((op for op in pending if all(not list(r.uses) for r in op.results)), None)
+        if dead is None:
+            return
+        pending = [op for op in pending if op != dead]
+        for producer in (linalg.producer(v) for v in dead.operands):
+            if producer is not None and _pure(producer) and producer not in pending:
+                pending.append(producer)
+        dead.erase()
+
+
+def _pure(op: ir.Operation) -> bool:
+    return op.name in (
+        "tensor.empty",
+        "linalg.fill",
+        "linalg.transpose",
+        "linalg.generic",
+        "arith.constant",
+        *_RESHAPES,
+    ) or op.name.startswith("linalg.")

@@ -1,0 +1,51 @@
+"""fusion-detect-attention: fuses softmax(f(Q·Kᵀ))·V written as separate ops into one attention op.
+
+``f`` is any chain of score ops that is affine in the score: scales (mul or div by a
+constant, on the scores), additive masks and biases, ``where``/``masked_fill`` with
+-inf (buffers or iota/compare), and casts. It becomes the attention's ``scale`` and
+additive ``mask = f(0)``. Anything else shaped like attention is left alone with a
+remark saying why; a wrong rewrite is worse than none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fusion_compiler.dialects import attention
+
+from fusion_compiler import remarks
+from fusion_compiler.ir import ir
+
+NAME = "fusion-detect-attention"
+
+
+@dataclass(frozen=True)
+class Options:
+    pass
+
+
+def fuse_attention(found: attention.Attention) -> None:
+    """batch_matmul(softmax(f(batch_matmul(Q, Kᵀ))), V) -> iree_linalg_ext.attention."""
+    fused = attention.build(found)
+    found.pv.results[0].replace_all_uses_with(fused)
+    attention.erase_dead(found.ops)
+
+
+def run(module: ir.Operation, options: Options) -> None:
+    anchors: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "linalg.batch_matmul":
+            anchors.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    for pv in anchors:
+        found = attention.match(pv)
+        if isinstance(found, attention.Attention):
+            location = pv.location
+            fuse_attention(found)
+            mask = "with a mask" if found.has_mask else "without a mask"
+            remarks.emit(location, f"fused attention (scale {found.scale:g}, {mask})")
+        elif isinstance(found, attention.NearMiss):
+            remarks.emit(found.op.location, f"attention not fused: {found.reason}")
