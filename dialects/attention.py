@@ -162,6 +162,11 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
     return Attention(qk, pv, score_ops, score_inputs, slope, has_mask, replaced)
 
 
+def head_dim(found: Attention) -> int:
+    """The QK contraction size (K1)."""
+    return ir.RankedTensorType(found.qk.operands[0].type).shape[-1]
+
+
 def _zeros(like: ir.Type) -> ir.Value:
     tensor_type = ir.RankedTensorType(like)
     element = tensor_type.element_type

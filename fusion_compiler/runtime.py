@@ -109,18 +109,22 @@ class Function:
                 )
         return arg
 
-    def _to_device(self, tensor: torch.Tensor) -> rt.DeviceArray:
+    def _to_device(self, tensor: torch.Tensor) -> rt.DeviceArray | rt.HalBufferView:
         host = tensor.detach().cpu().contiguous()
         if host.dtype in _BITS_AS:
             bits, element_type = _BITS_AS[host.dtype]
-            bits_array = host.view(bits).numpy()
-            return rt.asdevicearray(self._device, bits_array, element_type=element_type)
+            return self._device.allocator.allocate_buffer_copy(
+                memory_type=rt.MemoryType.DEVICE_LOCAL,
+                allowed_usage=rt.BufferUsage.DEFAULT,
+                device=self._device,
+                buffer=host.view(bits).numpy(),
+                element_type=element_type,
+            )
         return rt.asdevicearray(self._device, host.numpy())
 
     def _to_torch(self, result) -> torch.Tensor:
-        element_type = getattr(result, "_element_type", None)
         array = result.to_host()
-        if element_type == rt.HalElementType.BFLOAT_16:
+        if array.dtype.name == "bfloat16":  # ml_dtypes' bfloat16, which torch cannot take
             return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
         return torch.from_numpy(np.ascontiguousarray(array))
 

@@ -1,0 +1,119 @@
+"""Attention written the ways models write it, one small module per variant.
+
+Every module takes ``q`` (B, H, Nq, D), ``k`` and ``v`` (B, Hkv, Nk, D) and returns
+(B, H, Nq, D). They are the test matrix of ``fusion-detect-attention``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def _repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
+    """Llama's repeat_kv: expand then reshape."""
+    b, h, n, d = x.shape
+    return x[:, :, None, :, :].expand(b, h, groups, n, d).reshape(b, h * groups, n, d)
+
+
+class Attention(nn.Module):
+    """softmax(scores(q, k)) @ v with the score form chosen by ``scale_on`` and ``mask``.
+
+    scale_on: "scores-mul", "scores-div", "q", "k" or "none".
+    mask: None, "causal-tril" (bool buffer, masked_fill), "causal-where" (torch.where),
+      "causal-additive" (-inf buffer added), "causal-iota" (arange compare in forward),
+      "alibi" (slopes x distance), "relative-bias" (a learned (H, Nq, Nk) bias),
+      "softcap" (cap * tanh(s / cap); not fusable yet), "finite-fill" (masked_fill with
+      -1e9; not fused: differs from -inf on fully masked rows).
+    gqa: None, "repeat_interleave" or "repeat_kv" when Hkv < H.
+    upcast: softmax in float32 with casts around it, as fp16/bf16 models do.
+    """
+
+    def __init__(
+        self,
+        heads: int,
+        nq: int,
+        nk: int,
+        head_dim: int,
+        *,
+        scale_on: str = "scores-mul",
+        mask: str | None = None,
+        gqa: str | None = None,
+        kv_heads: int | None = None,
+        upcast: bool = False,
+    ):
+        super().__init__()
+        self.heads, self.kv_heads = heads, kv_heads or heads
+        self.scale_on, self.mask, self.gqa, self.upcast = scale_on, mask, gqa, upcast
+        self.scale = 1 / math.sqrt(head_dim)
+        keep = torch.ones(nq, nk, dtype=torch.bool).tril(diagonal=nk - nq)
+        if mask in ("causal-tril", "causal-where", "finite-fill"):
+            self.register_buffer("keep", keep)
+        elif mask == "causal-additive":
+            self.register_buffer("bias", torch.zeros(nq, nk).masked_fill(~keep, -math.inf))
+        elif mask == "alibi":
+            slopes = torch.tensor([2 ** (-8 * (i + 1) / heads) for i in range(heads)])
+            distance = (torch.arange(nk)[None, :] - torch.arange(nq)[:, None]).float()
+            self.register_buffer("bias", slopes[:, None, None] * distance)
+        elif mask == "relative-bias":
+            self.bias = nn.Parameter(torch.randn(heads, nq, nk))
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        groups = self.heads // self.kv_heads
+        if self.gqa == "repeat_interleave":
+            k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+        elif self.gqa == "repeat_kv":
+            k, v = _repeat_kv(k, groups), _repeat_kv(v, groups)
+        if self.scale_on == "q":
+            q = q * self.scale
+        elif self.scale_on == "k":
+            k = k * self.scale
+        s = q @ k.transpose(-2, -1)
+        if self.scale_on == "scores-mul":
+            s = s * self.scale
+        elif self.scale_on == "scores-div":
+            s = s / (1 / self.scale)
+        if self.upcast:
+            s = s.float()
+        s = self._mask(s)
+        p = torch.softmax(s, dim=-1)
+        return p.to(v.dtype) @ v
+
+    def _mask(self, s: torch.Tensor) -> torch.Tensor:
+        nq, nk = s.shape[-2:]
+        if self.mask == "causal-tril":
+            return s.masked_fill(~self.keep, float("-inf"))
+        if self.mask == "causal-where":
+            return torch.where(self.keep, s, float("-inf"))
+        if self.mask == "finite-fill":
+            return s.masked_fill(~self.keep, -1e9)
+        if self.mask in ("causal-additive", "alibi", "relative-bias"):
+            return s + self.bias
+        if self.mask == "causal-iota":
+            rows = torch.arange(nq, device=s.device)[:, None] + (nk - nq)
+            cols = torch.arange(nk, device=s.device)[None, :]
+            return s.masked_fill(cols > rows, float("-inf"))
+        if self.mask == "softcap":
+            return 30.0 * torch.tanh(s / 30.0)
+        return s
+
+
+class PaddingMaskAttention(nn.Module):
+    """A per-batch key padding mask given as a boolean input, as encoders take it."""
+
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor
+    ) -> torch.Tensor:
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        s = s.masked_fill(~keep[:, None, None, :], float("-inf"))
+        return torch.softmax(s, dim=-1) @ v
+
+
+class ScoresReturned(nn.Module):
+    """Returns the attention weights too: the scores must exist, nothing to fuse."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        p = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+        return p @ v, p

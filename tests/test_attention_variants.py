@@ -1,0 +1,103 @@
+"""fusion-detect-attention end to end: every variant fused, and equal to PyTorch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import rel_error
+from variants import Attention, PaddingMaskAttention, ScoresReturned
+
+import fusion_compiler as fc
+
+BOUND = {torch.float32: 1e-4, torch.float16: 3e-3, torch.bfloat16: 2e-2}
+
+
+def _inputs(b, h, hkv, nq, nk, d, dtype):
+    return (
+        torch.randn(b, h, nq, d, dtype=dtype),
+        torch.randn(b, hkv, nk, d, dtype=dtype),
+        torch.randn(b, hkv, nk, d, dtype=dtype),
+    )
+
+
+def _check(model: torch.nn.Module, example: tuple, fused: int) -> fc.CompiledModule:
+    """Compiles ``model``; checks the fused count and the numerics on fresh inputs."""
+    module = fc.compile(model, example_args=example)
+    assert module.stats["attention_ops"] == fused, module.remarks
+    run = fc.load(module)
+    fresh = tuple(torch.randn_like(x) if x.is_floating_point() else x for x in example)
+    with torch.no_grad():
+        want = model.double()(*(x.double() if x.is_floating_point() else x for x in fresh))
+        model.float()
+    got = run(*fresh)
+    got, want = (got, want) if isinstance(got, torch.Tensor) else (got[0], want[0])
+    assert got.dtype == example[0].dtype
+    assert rel_error(got, want) < BOUND[example[0].dtype]
+    return module
+
+
+@pytest.mark.parametrize("scale_on", ["scores-mul", "scores-div", "q", "k", "none"])
+def test_scale_forms(scale_on: str) -> None:
+    model = Attention(4, 77, 77, 32, scale_on=scale_on)
+    _check(model, _inputs(2, 4, 4, 77, 77, 32, torch.float32), fused=1)
+
+
+@pytest.mark.parametrize(
+    "mask",
+    ["causal-tril", "causal-where", "causal-additive", "causal-iota", "alibi", "relative-bias"],
+)
+def test_masks_and_biases_cross_attention(mask: str) -> None:
+    # Nq != Nk, neither a tile multiple: the causal diagonal is aligned to the end.
+    model = Attention(2, 77, 333, 32, mask=mask)
+    _check(model, _inputs(1, 2, 2, 77, 333, 32, torch.float32), fused=1)
+
+
+def test_boolean_padding_mask_input() -> None:
+    q, k, v = _inputs(2, 2, 2, 19, 23, 16, torch.float32)
+    keep = torch.ones(2, 23, dtype=torch.bool)
+    keep[0, 17:] = False
+    keep[1, 5:9] = False
+    _check(PaddingMaskAttention(), (q, k, v, keep), fused=1)
+
+
+@pytest.mark.parametrize("gqa", ["repeat_interleave", "repeat_kv"])
+@pytest.mark.parametrize("kv_heads", [1, 2])
+def test_grouped_and_multi_query(gqa: str, kv_heads: int) -> None:
+    model = Attention(4, 33, 33, 32, gqa=gqa, kv_heads=kv_heads, mask="causal-tril")
+    _check(model, _inputs(1, 4, kv_heads, 33, 33, 32, torch.float32), fused=1)
+
+
+@pytest.mark.parametrize("head_dim", [32, 64, 80, 96, 128])
+def test_head_dims(head_dim: int) -> None:
+    model = Attention(2, 40, 50, head_dim)
+    _check(model, _inputs(1, 2, 2, 40, 50, head_dim, torch.float32), fused=1)
+
+
+@pytest.mark.parametrize("head_dim", [160, 256])
+def test_head_dims_above_128_stay_unfused_on_cpu(head_dim: int) -> None:
+    # IREE 3.13's llvm-cpu attention is wrong when the QK contraction exceeds 128.
+    model = Attention(2, 40, 50, head_dim)
+    module = _check(model, _inputs(1, 2, 2, 40, 50, head_dim, torch.float32), fused=0)
+    assert any("above 128" in r.message for r in module.remarks), module.remarks
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("upcast", [False, True])
+def test_half_precision(dtype: torch.dtype, upcast: bool) -> None:
+    model = Attention(4, 77, 77, 64, mask="causal-tril", upcast=upcast)
+    _check(model, _inputs(1, 4, 4, 77, 77, 64, dtype), fused=1)
+
+
+@pytest.mark.parametrize(
+    ("model", "reason"),
+    [
+        (Attention(2, 16, 16, 32, mask="softcap"), "the score goes through math.tanh"),
+        (Attention(2, 16, 16, 32, mask="finite-fill"), "masked with the finite value -1e+09"),
+        (ScoresReturned(), "is also used by"),
+    ],
+)
+def test_not_fused_and_says_why(model: torch.nn.Module, reason: str) -> None:
+    module = _check(model, _inputs(1, 2, 2, 16, 16, 32, torch.float32), fused=0)
+    assert any(
+        reason in r.message and r.message.startswith("attention not fused") for r in module.remarks
+    ), module.remarks
