@@ -174,6 +174,8 @@ def evaluate(op: ir.Operation, score_input: int) -> Term:
         operands = [term_of(v) for v in body_op.operands]
         if any(isinstance(t, Unsupported) for t in operands):
             result = next(t for t in operands if isinstance(t, Unsupported))
+        elif operands and all(isinstance(t, Const) for t in operands) and body_op.name in RULES:
+            result = RULES[body_op.name](*operands)  # folds constants: truncf(0.125)...
         elif not any(isinstance(t, Affine) for t in operands):
             result = _constant(body_op.results[0]) if len(body_op.results) == 1 else None
             result = SIDE if result is None else Const(result)

@@ -101,3 +101,13 @@ def test_not_fused_and_says_why(model: torch.nn.Module, reason: str) -> None:
     assert any(
         reason in r.message and r.message.startswith("attention not fused") for r in module.remarks
     ), module.remarks
+
+
+def test_two_layer_decoder_all_attention_fused() -> None:
+    # Two RoPE + GQA + causal layers written by hand, and nn.MultiheadAttention over
+    # a longer memory: three attentions, all fused.
+    from models import TwoLayerDecoder
+
+    model = TwoLayerDecoder().eval()
+    module = _check(model, (torch.randn(2, 77, 64), torch.randn(2, 133, 64)), fused=3)
+    assert module.stats["softmax_ops"] == 0

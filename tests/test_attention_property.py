@@ -1,0 +1,67 @@
+"""Property: any combination of fusable variants and shapes is fused and matches PyTorch."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_attention_variants import _check, _inputs
+from variants import Attention
+
+FUSABLE_MASKS = [
+    None,
+    "causal-tril",
+    "causal-where",
+    "causal-additive",
+    "causal-iota",
+    "alibi",
+    "relative-bias",
+]
+
+
+@st.composite
+def cases(draw):
+    heads = draw(st.sampled_from([1, 2, 4]))
+    kv_heads = draw(st.sampled_from([h for h in (1, 2, 4) if heads % h == 0]))
+    mask = draw(st.sampled_from(FUSABLE_MASKS))
+    nk = draw(st.integers(1, 70))
+    # Causal masks with more queries than keys leave rows with nothing to attend to.
+    nq = draw(st.integers(1, nk if mask and mask.startswith("causal") else 70))
+    return dict(
+        heads=heads,
+        kv_heads=kv_heads,
+        nq=nq,
+        nk=nk,
+        head_dim=draw(st.sampled_from([16, 32, 48, 64, 80, 96, 128])),
+        scale_on=draw(st.sampled_from(["scores-mul", "scores-div", "q", "k", "none"])),
+        mask=mask,
+        gqa=draw(st.sampled_from(["repeat_interleave", "repeat_kv"])),
+        dtype=draw(st.sampled_from([torch.float32, torch.float16])),
+        batch=draw(st.integers(1, 2)),
+    )
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_random_variants_fuse_and_match(case: dict) -> None:
+    model = Attention(
+        case["heads"],
+        case["nq"],
+        case["nk"],
+        case["head_dim"],
+        scale_on=case["scale_on"],
+        mask=case["mask"],
+        kv_heads=case["kv_heads"],
+        gqa=case["gqa"] if case["kv_heads"] < case["heads"] else None,
+        upcast=case["dtype"] != torch.float32,
+    )
+    example = _inputs(
+        case["batch"],
+        case["heads"],
+        case["kv_heads"],
+        case["nq"],
+        case["nk"],
+        case["head_dim"],
+        case["dtype"],
+    )
+    _check(model, example, fused=1)
