@@ -5,13 +5,14 @@ On the CPU machine (has the compiler):
 On the GPU machine (runtime and torch only):
     python3 benchmarks/gpu_smoke.py check build/gpu
 
-``prepare`` compiles each example block for target="cuda" (sm_80) and saves the module
-with the model's weights; ``check`` rebuilds each model from its weights, runs the
-module on device "cuda" with fresh inputs, and compares with PyTorch in float64.
+``prepare`` compiles each case for target="cuda" (sm_80) and saves the module with the
+model's weights; ``check`` rebuilds each model from its weights, runs the module on
+device "cuda" with fresh inputs, and compares with PyTorch in float64 on the GPU.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -21,48 +22,98 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
-from models import ExplicitAttentionBlock, MultiheadAttentionBlock, SDPABlock  # noqa: E402
+from models import (  # noqa: E402
+    ExplicitAttentionBlock,
+    MultiheadAttentionBlock,
+    SDPABlock,
+    TwoLayerDecoder,
+)
+from variants import Attention  # noqa: E402
 
 import fusion_compiler as fc  # noqa: E402
 
-SHAPE = (2, 128, 64)
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+BLOCK = [((2, 128, 64), F32)]
+BOUND = {F32: 1e-4, F16: 3e-3, BF16: 2e-2}
+
+
+def qkv(b, h, hkv, nq, nk, d, dtype):
+    return [((b, h, nq, d), dtype), ((b, hkv, nk, d), dtype), ((b, hkv, nk, d), dtype)]
+
+
+class SDPA(torch.nn.Module):
+    def forward(self, q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+# name -> (model factory, input (shape, dtype)s)
 CASES = {
-    "mha": MultiheadAttentionBlock,
-    "sdpa": SDPABlock,
-    "sdpa_causal": lambda: SDPABlock(causal=True),
-    "explicit": ExplicitAttentionBlock,
+    "mha": (MultiheadAttentionBlock, BLOCK),
+    "sdpa": (SDPABlock, BLOCK),
+    "sdpa_causal": (lambda: SDPABlock(causal=True), BLOCK),
+    "explicit": (ExplicitAttentionBlock, BLOCK),
+    "decoder2": (TwoLayerDecoder, [((2, 77, 64), F32), ((2, 133, 64), F32)]),
+    "causal_tril_f16": (
+        lambda: Attention(8, 300, 300, 64, mask="causal-tril", upcast=True),
+        qkv(1, 8, 8, 300, 300, 64, F16),
+    ),
+    "alibi_cross_bf16": (
+        lambda: Attention(4, 77, 333, 128, mask="alibi", upcast=True),
+        qkv(1, 4, 4, 77, 333, 128, BF16),
+    ),
+    "gqa_repeat_kv_f16": (
+        lambda: Attention(
+            8, 128, 128, 128, gqa="repeat_kv", kv_heads=2, mask="causal-iota", upcast=True
+        ),
+        qkv(1, 8, 2, 128, 128, 128, F16),
+    ),
+    "explicit_d256_f32": (lambda: Attention(2, 64, 96, 256), qkv(1, 2, 2, 64, 96, 256, F32)),
+    "sdpa_d160_f32": (SDPA, qkv(1, 2, 2, 64, 96, 160, F32)),
 }
+
+
+def _example(specs):
+    return tuple(torch.randn(shape).to(dtype) for shape, dtype in specs)
 
 
 def prepare(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    for name, factory in CASES.items():
+    stats = {}
+    for name, (factory, specs) in CASES.items():
+        torch.manual_seed(0)
         model = factory().eval()
-        module = fc.compile(model, example_args=(torch.randn(SHAPE),), target="cuda")
+        module = fc.compile(model, example_args=_example(specs), target="cuda")
         module.save(folder / f"{name}.vmfb")
         torch.save(model.state_dict(), folder / f"{name}.pt")
+        stats[name] = module.stats
         print(f"{name}: {module.stats}")
+    (folder / "stats.json").write_text(json.dumps(stats))
 
 
 def check(folder: Path) -> int:
-    print(f"{'case':<12} {'rel. error':>10} {'ms/call':>8}  (device cuda, input {SHAPE})")
-    worst = 0.0
-    for name, factory in CASES.items():
+    stats = json.loads((folder / "stats.json").read_text())
+    print(f"{'case':<20} {'fused':>5} {'rel. error':>10} {'bound':>6} {'ms/call':>8}")
+    failed = 0
+    for name, (factory, specs) in CASES.items():
         model = factory().eval()
         model.load_state_dict(torch.load(folder / f"{name}.pt"))
         run = fc.load(folder / f"{name}.vmfb", device="cuda")
-        x = torch.randn(SHAPE)
+        inputs = [x.cuda() for x in _example(specs)]
         with torch.no_grad():
-            want = model.double().cuda()(x.double().cuda()).cpu()
-        got = run(x.cuda())
+            want = model.double().cuda()(*(x.double() for x in inputs)).cpu()
+        got = run(*inputs)
         error = ((got.double() - want).norm() / want.norm()).item()
         start = time.perf_counter()
-        for _ in range(20):
-            run(x)
-        ms = (time.perf_counter() - start) / 20 * 1e3
-        worst = max(worst, error if error == error else float("inf"))
-        print(f"{name:<12} {error:>10.1e} {ms:>8.2f}")
-    return 0 if worst < 1e-4 else 1
+        for _ in range(10):
+            run(*inputs)
+        ms = (time.perf_counter() - start) / 10 * 1e3
+        bound = BOUND[specs[0][1]]
+        ok = error < bound  # NaN fails too
+        failed += not ok
+        fused = stats[name]["attention_ops"]
+        mark = "" if ok else "  WRONG"
+        print(f"{name:<20} {fused:>5} {error:>10.1e} {bound:>6.0e} {ms:>8.2f}{mark}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

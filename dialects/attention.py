@@ -162,11 +162,6 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
     return Attention(qk, pv, score_ops, score_inputs, slope, has_mask, replaced)
 
 
-def head_dim(found: Attention) -> int:
-    """The QK contraction size (K1)."""
-    return ir.RankedTensorType(found.qk.operands[0].type).shape[-1]
-
-
 def _zeros(like: ir.Type) -> ir.Value:
     tensor_type = ir.RankedTensorType(like)
     element = tensor_type.element_type
@@ -175,31 +170,12 @@ def _zeros(like: ir.Type) -> ir.Value:
     return dialects.linalg.fill(zero, outs=[empty])
 
 
-def _cast(value: ir.Value, element: ir.Type) -> ir.Value:
-    """An elementwise extf/truncf of a tensor to ``element``; the value itself if it has it."""
-    source = ir.RankedTensorType(value.type)
-    if source.element_type == element:
-        return value
-    widen = ir.FloatType(element).width > ir.FloatType(source.element_type).width
-    init = dialects.tensor.EmptyOp(source.shape, element).result
-    identity = ir.AffineMapAttr.get(ir.AffineMap.get_identity(source.rank))
-    parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
-    generic = dialects.linalg.GenericOp(
-        [init.type],
-        [value],
-        [init],
-        ir.ArrayAttr.get([identity, identity]),
-        ir.ArrayAttr.get([parallel] * source.rank),
-    )
-    block = generic.regions[0].blocks.append(source.element_type, element)
-    with ir.InsertionPoint(block):
-        op = dialects.arith.ExtFOp if widen else dialects.arith.TruncFOp
-        dialects.linalg.YieldOp([op(element, block.arguments[0]).result])
-    return generic.results[0]
+def _mask(found: Attention) -> ir.Value:
+    """``f(0)``: the score ops replayed on zeros, collapsed back to the (B, M, K2) space.
 
-
-def _mask(found: Attention, q_element: ir.Type) -> ir.Value:
-    """``f(0)``: the score ops replayed on zeros, collapsed back to the (B, M, K2) space."""
+    It keeps the element type the model computed it in: a bias added in f32 to upcast
+    bf16 scores (ALiBi reaches hundreds) loses whole units if rounded to bf16.
+    """
     value = _zeros(found.qk.results[0].type)
     collapse_to = None
     for op, index in zip(found.score_ops, found.score_inputs, strict=True):
@@ -213,7 +189,7 @@ def _mask(found: Attention, q_element: ir.Type) -> ir.Value:
         qk_type = ir.RankedTensorType(found.qk.results[0].type)
         result = ir.RankedTensorType.get(qk_type.shape, source.element_type)
         value = dialects.tensor.CollapseShapeOp(result, value, collapse_to).result
-    return _cast(value, q_element)
+    return value
 
 
 def _maps(has_mask: bool) -> ir.ArrayAttr:
@@ -231,14 +207,13 @@ def build(found: Attention) -> ir.Value:
     q, k_transposed = found.qk.operands[0], found.qk.operands[1]
     v = found.pv.operands[1]
     result_type = found.pv.results[0].type
-    q_element = ir.RankedTensorType(q.type).element_type
     # Dialects load lazily: creating an op of an unloaded one makes an unregistered op.
     found.pv.context.dialects["iree_linalg_ext"]
     with ir.InsertionPoint(found.pv), found.pv.location:
         scale = dialects.arith.ConstantOp(ir.F32Type.get(), found.scale).result
         operands = [q, k_transposed, v, scale]
         if found.has_mask:
-            operands.append(_mask(found, q_element))
+            operands.append(_mask(found))
         out_type = ir.RankedTensorType(result_type)
         operands.append(dialects.tensor.EmptyOp(out_type.shape, out_type.element_type).result)
         op = ir.Operation.create(
@@ -277,3 +252,143 @@ def _pure(op: ir.Operation) -> bool:
         "arith.constant",
         *_RESHAPES,
     ) or op.name.startswith("linalg.")
+
+
+# ---------------------------------------------------------------------------------------
+# Decomposition: the fused op back into contractions and a softmax.
+
+
+def _dims(map_: ir.AffineMap) -> list[int]:
+    return [ir.AffineDimExpr(e).position for e in map_.results]
+
+
+def _map(n_dims: int, positions: list[int]) -> ir.AffineMapAttr:
+    exprs = [ir.AffineDimExpr.get(p) for p in positions]
+    return ir.AffineMapAttr.get(ir.AffineMap.get(n_dims, 0, exprs))
+
+
+def _generic(inputs, init, maps, iterators, body) -> ir.Value:
+    """A one-result linalg.generic whose payload ``body(*block_args)`` returns the yield."""
+    kinds = [ir.Attribute.parse(f"#linalg.iterator_type<{k}>") for k in iterators]
+    op = dialects.linalg.GenericOp(
+        [init.type], inputs, [init], ir.ArrayAttr.get(maps), ir.ArrayAttr.get(kinds)
+    )
+    types = [ir.RankedTensorType(v.type).element_type for v in [*inputs, init]]
+    block = op.regions[0].blocks.append(*types)
+    with ir.InsertionPoint(block):
+        dialects.linalg.YieldOp([body(*block.arguments)])
+    return op.results[0]
+
+
+def _f32(value: ir.Value) -> ir.Value:
+    if value.type == ir.F32Type.get():
+        return value
+    return dialects.arith.ExtFOp(ir.F32Type.get(), value).result
+
+
+def _filled(shape: list[int], value: float) -> ir.Value:
+    f32 = ir.F32Type.get()
+    empty = dialects.tensor.EmptyOp(shape, f32).result
+    return dialects.linalg.fill(dialects.arith.ConstantOp(f32, value).result, outs=[empty])
+
+
+def has_plain_region(op: ir.Operation) -> bool:
+    """The score region only yields its argument (no score modification)."""
+    block = op.regions[0].blocks[0]
+    body = list(block.operations)
+    return len(body) == 1 and body[0].operands[0] == block.arguments[0]
+
+
+def attention_head_dim(op: ir.Operation) -> int:
+    """K1, the QK contraction size, of an iree_linalg_ext.attention."""
+    maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
+    q_dims, out_dims = _dims(maps[0]), _dims(maps[-1])
+    (k1_pos,) = [i for i, d in enumerate(q_dims) if d not in out_dims]
+    return ir.RankedTensorType(op.operands[0].type).shape[k1_pos]
+
+
+def decompose(op: ir.Operation) -> ir.Value:
+    """iree_linalg_ext.attention -> QKᵀ, scale and mask, linalg.softmax, P·V (f32 sums).
+
+    Inserted before ``op``; returns the value that replaces its result.
+    """
+    maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
+    q, k, v, scale = list(op.operands)[:4]
+    mask = op.operands[4] if len(maps) == 6 else None
+    q_map, k_map, v_map, o_map = maps[0], maps[1], maps[2], maps[-1]
+    n_dims = q_map.n_dims
+    (k1,) = [d for d in _dims(q_map) if d not in _dims(o_map)]
+    (n,) = [d for d in _dims(o_map) if d not in _dims(q_map)]
+    (k2,) = [d for d in _dims(k_map) if d not in _dims(q_map)]
+    sizes: dict[int, int] = {}
+    for value, map_ in ((q, q_map), (k, k_map), (v, v_map)):
+        sizes.update(zip(_dims(map_), ir.RankedTensorType(value.type).shape, strict=True))
+    score_dims = [d for d in _dims(o_map) if d != n] + [k2]  # (batch..., m, k2)
+    out_type = ir.RankedTensorType(op.results[0].type)
+
+    def within(dims: list[int], drop: int) -> list[int]:
+        kept = [d for d in range(n_dims) if d != drop]
+        return [kept.index(d) for d in dims]
+
+    with ir.InsertionPoint(op), op.location:
+        # S = Q·Kᵀ over k1, in f32
+        s_dims = within(score_dims, n)
+        scores = _generic(
+            [q, k],
+            _filled([sizes[d] for d in score_dims], 0.0),
+            [_map(n_dims - 1, within(_dims(m), n)) for m in (q_map, k_map)]
+            + [_map(n_dims - 1, s_dims)],
+            ["reduction" if d == k1 else "parallel" for d in range(n_dims) if d != n],
+            lambda a, b, acc: (
+                dialects.arith.AddFOp(acc, dialects.arith.MulFOp(_f32(a), _f32(b)).result).result
+            ),
+        )
+        # scale·S (+ mask)
+        rank = len(score_dims)
+        identity = _map(rank, list(range(rank)))
+        inputs, in_maps = [scores], [identity]
+        if mask is not None:
+            inputs.append(mask)
+            in_maps.append(_map(rank, [score_dims.index(d) for d in _dims(maps[4])]))
+
+        def scaled(s, *rest):
+            out = dialects.arith.MulFOp(s, _f32(scale)).result
+            if mask is not None:
+                out = dialects.arith.AddFOp(out, _f32(rest[0])).result
+            return out
+
+        logits = _generic(
+            inputs,
+            _filled([sizes[d] for d in score_dims], 0.0),
+            [*in_maps, identity],
+            ["parallel"] * rank,
+            scaled,
+        )
+        empty = dialects.tensor.EmptyOp([sizes[d] for d in score_dims], ir.F32Type.get())
+        softmax_op = dialects.linalg.SoftmaxOp([logits.type], logits, empty.result, rank - 1)
+        probs = softmax_op.results[0]
+        # O = P·V over k2, in f32, then the output type
+        out = _generic(
+            [probs, v],
+            _filled(list(out_type.shape), 0.0),
+            [
+                _map(n_dims - 1, within(score_dims, k1)),
+                _map(n_dims - 1, within(_dims(v_map), k1)),
+                _map(n_dims - 1, within(_dims(o_map), k1)),
+            ],
+            ["reduction" if d == k2 else "parallel" for d in range(n_dims) if d != k1],
+            lambda p, b, acc: (
+                dialects.arith.AddFOp(acc, dialects.arith.MulFOp(p, _f32(b)).result).result
+            ),
+        )
+        if out_type.element_type != ir.F32Type.get():
+            init = dialects.tensor.EmptyOp(list(out_type.shape), out_type.element_type).result
+            ident = _map(out_type.rank, list(range(out_type.rank)))
+            out = _generic(
+                [out],
+                init,
+                [ident, ident],
+                ["parallel"] * out_type.rank,
+                lambda x, _: dialects.arith.TruncFOp(out_type.element_type, x).result,
+            )
+    return out

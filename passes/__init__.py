@@ -11,26 +11,25 @@ import importlib
 from types import ModuleType
 
 _MODULES: dict[str, str] = {
+    "fusion-decompose-attention": "fusion_compiler.passes.decompose_attention",
     "fusion-detect-attention": "fusion_compiler.passes.detect_attention",
     "fusion-find-softmax": "fusion_compiler.passes.find_softmax",
 }
 
-# What ``fc.compile`` runs between the Linalg and the fused stage.
-DEFAULT_PIPELINE: tuple[str, ...] = ("fusion-detect-attention", "fusion-find-softmax")
-
-# Per-target changes to it, each for a measured limit of IREE 3.13's code generation:
-# SPIR-V cannot lower iree_linalg_ext.attention at all; llvm-cpu computes it wrongly
-# when the head dim (the QK contraction) is above 128.
-_PER_TARGET: dict[str, dict[str, str | None]] = {
-    "vulkan": {"fusion-detect-attention": None},
-    "cpu": {"fusion-detect-attention": "fusion-detect-attention{max-head-dim=128}"},
+# What ``fc.compile`` runs between the Linalg and the fused stage, per target. Each
+# difference answers a measured limit of IREE 3.13's code generation: llvm-cpu and CUDA
+# compute iree_linalg_ext.attention wrongly when the head dim (the QK contraction) is
+# above 128; SPIR-V cannot lower it at all.
+_SAFE_HEAD_DIM = "fusion-decompose-attention{above-head-dim=128}"
+DEFAULT_PIPELINES: dict[str, tuple[str, ...]] = {
+    "cpu": ("fusion-detect-attention", _SAFE_HEAD_DIM, "fusion-find-softmax"),
+    "cuda": ("fusion-detect-attention", _SAFE_HEAD_DIM, "fusion-find-softmax"),
+    "vulkan": ("fusion-decompose-attention", "fusion-find-softmax"),
 }
 
 
 def default_pipeline(target: str) -> list[str]:
-    changes = _PER_TARGET.get(target, {})
-    elements = [changes.get(p, p) for p in DEFAULT_PIPELINE]
-    return [e for e in elements if e is not None]
+    return list(DEFAULT_PIPELINES[target])
 
 
 def pass_names() -> list[str]:

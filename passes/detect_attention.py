@@ -21,10 +21,7 @@ NAME = "fusion-detect-attention"
 
 @dataclass(frozen=True)
 class Options:
-    # Largest QK contraction (head dim) to fuse; 0 for any. IREE 3.13's llvm-cpu code
-    # generation computes wrong results for attention above 128 (measured), so the
-    # CPU pipeline sets 128.
-    max_head_dim: int = 0
+    pass
 
 
 def fuse_attention(found: attention.Attention) -> None:
@@ -45,14 +42,6 @@ def run(module: ir.Operation, options: Options) -> None:
     module.walk(visit)
     for pv in anchors:
         found = attention.match(pv)
-        if isinstance(found, attention.Attention) and options.max_head_dim:
-            head_dim = attention.head_dim(found)
-            if head_dim > options.max_head_dim:
-                found = attention.NearMiss(
-                    pv,
-                    f"head dim {head_dim} is above {options.max_head_dim}, the most this "
-                    "target's attention code generation computes correctly",
-                )
         if isinstance(found, attention.Attention):
             location = pv.location
             fuse_attention(found)

@@ -1,0 +1,58 @@
+"""fusion-decompose-attention: turns attention ops IREE cannot compile correctly back into Linalg.
+
+IREE 3.13 computes ``iree_linalg_ext.attention`` wrongly when the QK contraction (the
+head dim) is above 128, on llvm-cpu and on CUDA (measured: relative errors of 0.7 and
+2.4). This pass rewrites such ops, ours and those IREE's torch lowering makes of
+``F.scaled_dot_product_attention``, as QKᵀ, scale and mask, ``linalg.softmax`` and P·V
+with f32 sums, and says so in a remark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fusion_compiler.dialects import attention
+
+from fusion_compiler import remarks
+from fusion_compiler.ir import ir
+
+NAME = "fusion-decompose-attention"
+
+
+@dataclass(frozen=True)
+class Options:
+    # Decompose attention whose head dim is above this; 0 decomposes every attention.
+    above_head_dim: int = 0
+
+
+def decompose_attention(op: ir.Operation) -> None:
+    """iree_linalg_ext.attention -> generic(QKᵀ), generic(scale, mask), softmax, generic(PV)."""
+    op.results[0].replace_all_uses_with(attention.decompose(op))
+    op.erase()
+
+
+def run(module: ir.Operation, options: Options) -> None:
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == attention.ATTENTION:
+            found.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    for op in found:
+        head_dim = attention.attention_head_dim(op)
+        if head_dim <= options.above_head_dim:
+            continue
+        location = op.location
+        if not attention.has_plain_region(op):
+            remarks.emit(location, "attention not decomposed: its score region is not empty")
+            continue
+        decompose_attention(op)
+        why = (
+            f": head dim {head_dim} is above {options.above_head_dim}, which this target's "
+            "attention code generation computes wrongly"
+            if options.above_head_dim
+            else ""
+        )
+        remarks.emit(location, f"attention decomposed into matmul, softmax, matmul{why}")
