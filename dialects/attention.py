@@ -43,9 +43,7 @@ class NearMiss:
 
 
 def _uses(value: ir.Value) -> list[ir.Operation]:
-    return [
-        use.owner.operation if hasattr(use.owner, "operation") else use.owner for use in value.uses
-    ]
+    return [use.owner.operation for use in value.uses]
 
 
 _BATCH_MATMUL_MAPS = [
@@ -244,14 +242,8 @@ def erase_dead(ops: list[ir.Operation]) -> None:
 
 
 def _pure(op: ir.Operation) -> bool:
-    return op.name in (
-        "tensor.empty",
-        "linalg.fill",
-        "linalg.transpose",
-        "linalg.generic",
-        "arith.constant",
-        *_RESHAPES,
-    ) or op.name.startswith("linalg.")
+    """Ops on tensors with no effect but their results: safe to erase once unused."""
+    return op.name.startswith(("linalg.", "tensor.")) or op.name == "arith.constant"
 
 
 # ---------------------------------------------------------------------------------------

@@ -108,8 +108,6 @@ def _select(cond: Term, true: Term, false: Term) -> Term:
                     "(it differs from an additive mask on fully masked rows)"
                 )
             return Unsupported("the masked value is not a constant")
-    if isinstance(true, Const) and isinstance(false, Const):
-        return SIDE
     return SIDE
 
 
