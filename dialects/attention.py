@@ -31,8 +31,7 @@ class Attention:
     pv: ir.Operation
     score_ops: list[ir.Operation]  # from qk to the softmax input, in order
     score_inputs: list[int]  # which operand of each score op carries the score
-    scale: float
-    has_mask: bool
+    score: score.Affine  # what the score ops do: slope·g(s) + mask
     ops: list[ir.Operation] = field(default_factory=list)  # everything the fused op replaces
 
 
@@ -115,7 +114,7 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
         return NearMiss(pv, "only the decomposed softmax is matched so far")
     replaced += found.ops
 
-    score_ops, score_inputs, slope, has_mask = [], [], 1.0, False
+    score_ops, score_inputs, total = [], [], score.Affine(1.0, False)
     value = found.input
     while True:
         op = linalg.producer(value)
@@ -133,11 +132,12 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
         if index is None:
             return NearMiss(pv, f"cannot tell which operand of {op.name} carries the scores")
         term = score.evaluate(op, index)
+        if isinstance(term, score.Affine):
+            term = score.compose(total, term)  # walking backwards: ``op`` comes first
         if not isinstance(term, score.Affine):
             reason = term.reason if isinstance(term, score.Unsupported) else "not a score op"
             return NearMiss(pv, reason)
-        slope *= term.slope
-        has_mask |= term.offset
+        total = term
         score_ops.append(op)
         score_inputs.append(index)
         value = op.operands[index]
@@ -157,7 +157,7 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
     expands = [o for o in score_ops if o.name == "tensor.expand_shape"]
     if len(expands) > 1 or any(o.name == "tensor.collapse_shape" for o in score_ops):
         return NearMiss(pv, "the scores are reshaped more than once")
-    return Attention(qk, pv, score_ops, score_inputs, slope, has_mask, replaced)
+    return Attention(qk, pv, score_ops, score_inputs, total, replaced)
 
 
 def _zeros(like: ir.Type) -> ir.Value:
@@ -200,6 +200,24 @@ def _maps(has_mask: bool) -> ir.ArrayAttr:
     )
 
 
+# IREE 3.13 hands the score region x = scale·log2(e)·s and reads its result in the same
+# base-2 domain (it computes exp2); measured on llvm-cpu, where
+# softmax(cap·tanh(scale·s/cap) + mask) came out to 2e-7.
+_LOG2E = 1.4426950408889634
+
+
+def _softcap_region(block: ir.Block, cap: float) -> None:
+    """y = cap·log2(e)·tanh(x / log2(e)), i.e. ``cap·tanh(scale·s)`` in IREE's base 2."""
+    f32 = ir.F32Type.get()
+    x = block.arguments[0]
+    inner = dialects.arith.MulFOp(x, dialects.arith.ConstantOp(f32, 1 / _LOG2E).result).result
+    capped = dialects.math.TanhOp(inner).result
+    outer = dialects.arith.ConstantOp(f32, cap * _LOG2E).result
+    ir.Operation.create(
+        "iree_linalg_ext.yield", operands=[dialects.arith.MulFOp(capped, outer).result]
+    )
+
+
 def build(found: Attention) -> ir.Value:
     """Inserts the fused op before the P @ V matmul; returns its result (same type)."""
     q, k_transposed = found.qk.operands[0], found.qk.operands[1]
@@ -207,10 +225,12 @@ def build(found: Attention) -> ir.Value:
     result_type = found.pv.results[0].type
     # Dialects load lazily: creating an op of an unloaded one makes an unregistered op.
     found.pv.context.dialects["iree_linalg_ext"]
+    term = found.score
+    scale_value = term.slope if term.tanh_of is None else term.tanh_of
     with ir.InsertionPoint(found.pv), found.pv.location:
-        scale = dialects.arith.ConstantOp(ir.F32Type.get(), found.scale).result
+        scale = dialects.arith.ConstantOp(ir.F32Type.get(), scale_value).result
         operands = [q, k_transposed, v, scale]
-        if found.has_mask:
+        if term.offset:
             operands.append(_mask(found))
         out_type = ir.RankedTensorType(result_type)
         operands.append(dialects.tensor.EmptyOp(out_type.shape, out_type.element_type).result)
@@ -218,12 +238,15 @@ def build(found: Attention) -> ir.Value:
             ATTENTION,
             results=[result_type],
             operands=operands,
-            attributes={"indexing_maps": _maps(found.has_mask)},
+            attributes={"indexing_maps": _maps(term.offset)},
             regions=1,
         )
         block = op.regions[0].blocks.append(ir.F32Type.get())
         with ir.InsertionPoint(block):
-            ir.Operation.create("iree_linalg_ext.yield", operands=[block.arguments[0]])
+            if term.tanh_of is None:
+                ir.Operation.create("iree_linalg_ext.yield", operands=[block.arguments[0]])
+            else:
+                _softcap_region(block, term.slope)
     return op.results[0]
 
 
@@ -282,6 +305,27 @@ def _filled(shape: list[int], value: float) -> ir.Value:
     f32 = ir.F32Type.get()
     empty = dialects.tensor.EmptyOp(shape, f32).result
     return dialects.linalg.fill(dialects.arith.ConstantOp(f32, value).result, outs=[empty])
+
+
+def _times(value: ir.Value, factor: float) -> ir.Value:
+    constant = dialects.arith.ConstantOp(ir.F32Type.get(), factor).result
+    return dialects.arith.MulFOp(value, constant).result
+
+
+def _inline_region(op: ir.Operation, argument: ir.Value) -> ir.Value:
+    """Clones the score region's ops here with its argument bound; returns what it yields."""
+    block = op.regions[0].blocks[0]
+    bound: dict[ir.Value, ir.Value] = {block.arguments[0]: argument}
+    *body, terminator = block.operations
+    for body_op in body:
+        clone = body_op.operation.clone()
+        for i, operand in enumerate(clone.operands):
+            if operand in bound:
+                clone.operands[i] = bound[operand]
+        for old, new in zip(body_op.results, clone.results, strict=True):
+            bound[old] = new
+    yielded = terminator.operands[0]
+    return bound.get(yielded, yielded)
 
 
 def has_plain_region(op: ir.Operation) -> bool:
@@ -345,6 +389,9 @@ def decompose(op: ir.Operation) -> ir.Value:
 
         def scaled(s, *rest):
             out = dialects.arith.MulFOp(s, _f32(scale)).result
+            if not has_plain_region(op):  # the region works in IREE's base-2 domain
+                out = _inline_region(op, _times(out, _LOG2E))
+                out = _times(out, 1 / _LOG2E)
             if mask is not None:
                 out = dialects.arith.AddFOp(out, _f32(rest[0])).result
             return out

@@ -2,16 +2,18 @@
 
 Every payload value gets a term:
 
-- ``Affine(slope, offset)``: ``slope·s + b`` where ``b`` does not depend on ``s``
-  (``offset`` says whether ``b`` may be non-zero; ``-inf`` where a mask removes ``s``);
+- ``Affine(slope, offset, tanh_of)``: ``slope·g(s) + b`` where ``b`` does not depend on
+  ``s`` (``offset`` says whether ``b`` may be non-zero; ``-inf`` where a mask removes
+  ``s``) and ``g(s)`` is ``s``, or ``tanh(tanh_of·s)`` after a softcap;
 - ``Const(value)``: a scalar known at compile time;
 - ``SIDE``: anything that does not depend on ``s`` (mask tensors, biases, iota/compare);
 - ``Unsupported(reason)``: depends on ``s`` in a way attention's ``scale·s + mask``
   cannot express.
 
 A chain is fusable when every op maps ``Affine`` to ``Affine``: then
-``softmax(f(s)) == softmax(slope·s + f(0))``, so ``slope`` becomes the attention scale
-and ``f(0)`` its additive mask. The rules are a table, one row per payload op.
+``softmax(f(s)) == softmax(slope·g(s) + f(0))``: ``slope`` (or ``tanh_of`` with a
+softcap in the score region) becomes the attention scale and ``f(0)`` its additive
+mask. The rules are a table, one row per payload op.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from fusion_compiler.ir import ir
 class Affine:
     slope: float
     offset: bool
+    tanh_of: float | None = None
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ def _mul(a: Term, b: Term) -> Term:
         a, b = b, a
     if isinstance(a, Affine):
         if isinstance(b, Const):
-            return Affine(a.slope * b.value, a.offset)
+            return Affine(a.slope * b.value, a.offset, a.tanh_of)
         return Unsupported("the score is multiplied by a tensor")
     if isinstance(a, Const) and isinstance(b, Const):
         return Const(a.value * b.value)
@@ -67,7 +70,7 @@ def _div(a: Term, b: Term) -> Term:
         return Unsupported("something is divided by the score")
     if isinstance(a, Affine):
         if isinstance(b, Const) and b.value != 0:
-            return Affine(a.slope / b.value, a.offset)
+            return Affine(a.slope / b.value, a.offset, a.tanh_of)
         return Unsupported("the score is divided by a tensor")
     if isinstance(a, Const) and isinstance(b, Const) and b.value != 0:
         return Const(a.value / b.value)
@@ -78,9 +81,9 @@ def _add(a: Term, b: Term, sign: float = 1.0) -> Term:
     if isinstance(a, Affine) and isinstance(b, Affine):
         return Unsupported("the score is added to itself")
     if isinstance(a, Affine):
-        return Affine(a.slope, a.offset or b != Const(0.0))
+        return Affine(a.slope, a.offset or b != Const(0.0), a.tanh_of)
     if isinstance(b, Affine):
-        return Affine(sign * b.slope, b.offset or a != Const(0.0))
+        return Affine(sign * b.slope, b.offset or a != Const(0.0), b.tanh_of)
     if isinstance(a, Const) and isinstance(b, Const):
         return Const(a.value + sign * b.value)
     return SIDE
@@ -101,7 +104,7 @@ def _select(cond: Term, true: Term, false: Term) -> Term:
     for keep, drop in ((true, false), (false, true)):
         if isinstance(keep, Affine):
             if drop == Const(-math.inf):
-                return Affine(keep.slope, True)
+                return Affine(keep.slope, True, keep.tanh_of)
             if isinstance(drop, Const):
                 return Unsupported(
                     f"masked with the finite value {drop.value:g}, not -inf "
@@ -119,6 +122,24 @@ def _compare(a: Term, b: Term) -> Term:
     return Unsupported("a mask depends on the score")
 
 
+def _tanh(a: Term) -> Term:
+    """Softcapping, ``cap·tanh(s/cap)``, starts here."""
+    if not isinstance(a, Affine):
+        return SIDE
+    if a.offset or a.tanh_of is not None:
+        return Unsupported("tanh of a masked or already capped score")
+    return Affine(1.0, False, a.slope)
+
+
+def compose(outer: Affine, inner: Affine) -> Term:
+    """``outer`` applied to the value ``inner`` of the score."""
+    if outer.tanh_of is None:
+        return Affine(outer.slope * inner.slope, outer.offset or inner.offset, inner.tanh_of)
+    if inner.offset or inner.tanh_of is not None:
+        return Unsupported("tanh of a masked or already capped score")
+    return Affine(outer.slope, outer.offset, outer.tanh_of * inner.slope)
+
+
 # payload op -> how it maps its operands' terms to its result's term
 RULES: dict[str, Callable[..., Term]] = {
     "arith.mulf": _mul,
@@ -130,6 +151,7 @@ RULES: dict[str, Callable[..., Term]] = {
     "arith.extf": _cast,
     "arith.truncf": _cast,
     "arith.cmpf": _compare,
+    "math.tanh": _tanh,
 }
 
 

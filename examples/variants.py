@@ -25,8 +25,9 @@ class Attention(nn.Module):
     mask: None, "causal-tril" (bool buffer, masked_fill), "causal-where" (torch.where),
       "causal-additive" (-inf buffer added), "causal-iota" (arange compare in forward),
       "alibi" (slopes x distance), "relative-bias" (a learned (H, Nq, Nk) bias),
-      "softcap" (cap * tanh(s / cap); not fusable yet), "finite-fill" (masked_fill with
-      -1e9; not fused: differs from -inf on fully masked rows).
+      "softcap" (cap * tanh(s / cap), as Gemma 2), "softcap-causal" (softcap, then a
+      causal mask), "finite-fill" (masked_fill with -1e9; not fused: differs from -inf
+      on fully masked rows).
     gqa: None, "repeat_interleave" or "repeat_kv" when Hkv < H.
     upcast: softmax in float32 with casts around it, as fp16/bf16 models do.
     """
@@ -49,7 +50,7 @@ class Attention(nn.Module):
         self.scale_on, self.mask, self.gqa, self.upcast = scale_on, mask, gqa, upcast
         self.scale = 1 / math.sqrt(head_dim)
         keep = torch.ones(nq, nk, dtype=torch.bool).tril(diagonal=nk - nq)
-        if mask in ("causal-tril", "causal-where", "finite-fill"):
+        if mask in ("causal-tril", "causal-where", "finite-fill", "softcap-causal"):
             self.register_buffer("keep", keep)
         elif mask == "causal-additive":
             self.register_buffer("bias", torch.zeros(nq, nk).masked_fill(~keep, -math.inf))
@@ -97,6 +98,9 @@ class Attention(nn.Module):
             return s.masked_fill(cols > rows, float("-inf"))
         if self.mask == "softcap":
             return 30.0 * torch.tanh(s / 30.0)
+        if self.mask == "softcap-causal":
+            s = 30.0 * torch.tanh(s / 30.0)
+            return s.masked_fill(~self.keep, float("-inf"))
         return s
 
 

@@ -45,9 +45,6 @@ def run(module: ir.Operation, options: Options) -> None:
         if head_dim <= options.above_head_dim:
             continue
         location = op.location
-        if not attention.has_plain_region(op):
-            remarks.emit(location, "attention not decomposed: its score region is not empty")
-            continue
         decompose_attention(op)
         why = (
             f": head dim {head_dim} is above {options.above_head_dim}, which this target's "

@@ -2,16 +2,17 @@
 
 ``f`` is any chain of score ops that is affine in the score: scales (mul or div by a
 constant, on the scores), additive masks and biases, ``where``/``masked_fill`` with
--inf (buffers or iota/compare), and casts. It becomes the attention's ``scale`` and
-additive ``mask = f(0)``. Anything else shaped like attention is left alone with a
-remark saying why; a wrong rewrite is worse than none.
+-inf (buffers or iota/compare), and casts; optionally with a softcap (``cap·tanh(s/cap)``)
+before the masks. It becomes the attention's ``scale``, its score region (the softcap)
+and its additive ``mask = f(0)``. Anything else shaped like attention is left alone with
+a remark saying why; a wrong rewrite is worse than none.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fusion_compiler.dialects import attention
+from fusion_compiler.dialects import attention, score
 
 from fusion_compiler import remarks
 from fusion_compiler.ir import ir
@@ -22,6 +23,16 @@ NAME = "fusion-detect-attention"
 @dataclass(frozen=True)
 class Options:
     pass
+
+
+def describe(term: score.Affine) -> str:
+    """``scale 0.125, softcap 30, with a mask``."""
+    if term.tanh_of is None:
+        parts = [f"scale {term.slope:g}"]
+    else:
+        parts = [f"scale {term.tanh_of:g}", f"softcap {term.slope:g}"]
+    parts.append("with a mask" if term.offset else "without a mask")
+    return ", ".join(parts)
 
 
 def fuse_attention(found: attention.Attention) -> None:
@@ -45,7 +56,6 @@ def run(module: ir.Operation, options: Options) -> None:
         if isinstance(found, attention.Attention):
             location = pv.location
             fuse_attention(found)
-            mask = "with a mask" if found.has_mask else "without a mask"
-            remarks.emit(location, f"fused attention (scale {found.scale:g}, {mask})")
+            remarks.emit(location, f"fused attention ({describe(found.score)})")
         elif isinstance(found, attention.NearMiss):
             remarks.emit(found.op.location, f"attention not fused: {found.reason}")

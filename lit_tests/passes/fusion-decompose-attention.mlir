@@ -76,3 +76,47 @@ func.func @narrow(%q: tensor<4x10x64xf32>, %k: tensor<4x12x64xf32>, %v: tensor<4
 // ALL: linalg.softmax
 // ALL-NOT: arith.truncf
 // ALL: return
+
+// -----
+
+// A score region (softcap) is inlined into the logits, converted from IREE's base-2
+// domain: x = scale·log2(e)·s in, y / log2(e) out.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+func.func @softcap(%q: tensor<4x10x256xf32>, %k: tensor<4x12x256xf32>, %v: tensor<4x12x64xf32>) -> tensor<4x10x64xf32> {
+  %scale = arith.constant 0.0625 : f32
+  %e = tensor.empty() : tensor<4x10x64xf32>
+  // expected-remark @below {{attention decomposed into matmul, softmax, matmul: head dim 256 is above 128}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #o]}>
+      ins(%q, %k, %v, %scale : tensor<4x10x256xf32>, tensor<4x12x256xf32>, tensor<4x12x64xf32>, f32)
+      outs(%e : tensor<4x10x64xf32>) {
+    ^bb0(%x: f32):
+      %c = arith.constant 0.693147182 : f32
+      %in = arith.mulf %x, %c : f32
+      %t = math.tanh %in : f32
+      %cap = arith.constant 72.1347504 : f32
+      %y = arith.mulf %t, %cap : f32
+      iree_linalg_ext.yield %y : f32
+  } -> tensor<4x10x64xf32>
+  return %o : tensor<4x10x64xf32>
+}
+// CHECK-LABEL: func.func @softcap(
+// CHECK: %[[S:.+]] = linalg.generic
+// CHECK: %[[L:.+]] = linalg.generic
+// CHECK-SAME: ins(%[[S]] : tensor<4x10x12xf32>)
+// CHECK: ^bb0(%[[IN:.+]]: f32, %{{.+}}: f32):
+// CHECK: %[[SC:.+]] = arith.mulf %[[IN]], %{{.+}} : f32
+// CHECK: %[[X:.+]] = arith.mulf %[[SC]], %{{.+}} : f32
+// CHECK: %[[A:.+]] = arith.mulf %[[X]], %{{.+}} : f32
+// CHECK: %[[T:.+]] = math.tanh %[[A]] : f32
+// CHECK: %[[Y:.+]] = arith.mulf %[[T]], %{{.+}} : f32
+// CHECK: %[[OUT:.+]] = arith.mulf %[[Y]], %{{.+}} : f32
+// CHECK: linalg.yield %[[OUT]] : f32
+// CHECK: linalg.softmax dimension(2) ins(%[[L]]
+// CHECK-NOT: iree_linalg_ext.attention
+// ALL-LABEL: func.func @softcap(
+// ALL: math.tanh
+// ALL: linalg.softmax
