@@ -67,6 +67,14 @@ CASES = {
         ),
         qkv(1, 8, 2, 128, 128, 128, F16),
     ),
+    "softcap_causal_f16": (
+        lambda: Attention(8, 200, 200, 64, mask="softcap-causal", upcast=True),
+        qkv(1, 8, 8, 200, 200, 64, F16),
+    ),
+    "softcap_d256_f32": (
+        lambda: Attention(2, 64, 96, 256, mask="softcap"),
+        qkv(1, 2, 2, 64, 96, 256, F32),
+    ),
     "explicit_d256_f32": (lambda: Attention(2, 64, 96, 256), qkv(1, 2, 2, 64, 96, 256, F32)),
     "sdpa_d160_f32": (SDPA, qkv(1, 2, 2, 64, 96, 160, F32)),
 }
