@@ -127,3 +127,20 @@ def test_two_layer_decoder_all_attention_fused() -> None:
     model = TwoLayerDecoder().eval()
     module = _check(model, (torch.randn(2, 77, 64), torch.randn(2, 133, 64)), fused=3)
     assert module.stats["softmax_ops"] == 0
+
+
+def test_remarks_printed_on_request(capsys: pytest.CaptureFixture[str]) -> None:
+    fc.compile(
+        ScoresReturned(), example_args=_inputs(1, 2, 2, 8, 8, 16, torch.float32), remarks=True
+    )
+    err = capsys.readouterr().err
+    assert "variants.py:" in err and "remark: attention not fused: an intermediate" in err
+
+
+def test_fusing_drops_the_dispatch_count() -> None:
+    model = Attention(4, 64, 64, 32, mask="causal-tril")
+    example = _inputs(1, 4, 4, 64, 64, 32, torch.float32)
+    fused = fc.compile(model, example_args=example)
+    alone = fc.compile(model, example_args=example, pipeline="builtin.module()")
+    assert fused.stats["attention_ops"] == 1 and alone.stats["attention_ops"] == 0
+    assert fused.stats["dispatches"] < alone.stats["dispatches"]

@@ -1,0 +1,72 @@
+// RUN: fusion-opt %s --split-input-file --verify-diagnostics \
+// RUN:   --pass-pipeline='builtin.module(fusion-detect-attention)' | FileCheck %s
+
+// An additive bias broadcast over the batch (ALiBi, relative position, padding).
+#q = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#r = affine_map<(d0, d1, d2) -> (d0, d1)>
+#r1 = affine_map<(d0, d1, d2) -> (d0, d1, 0)>
+#bm = affine_map<(d0, d1, d2) -> (d1, d2)>
+func.func @bias(%q: tensor<4x10x16xf32>, %kt: tensor<4x16x12xf32>, %v: tensor<4x12x8xf32>, %bias: tensor<10x12xf32>) -> tensor<4x10x8xf32> {
+  %f0 = arith.constant 0.0 : f32
+  %eqk = tensor.empty() : tensor<4x10x12xf32>
+  %zqk = linalg.fill ins(%f0 : f32) outs(%eqk : tensor<4x10x12xf32>) -> tensor<4x10x12xf32>
+  %qk = linalg.batch_matmul ins(%q, %kt : tensor<4x10x16xf32>, tensor<4x16x12xf32>) outs(%zqk : tensor<4x10x12xf32>) -> tensor<4x10x12xf32>
+  %ebiased = tensor.empty() : tensor<4x10x12xf32>
+  %biased = linalg.generic {indexing_maps = [#q, #bm, #q], iterator_types = ["parallel", "parallel", "parallel"]} ins(%qk, %bias : tensor<4x10x12xf32>, tensor<10x12xf32>) outs(%ebiased : tensor<4x10x12xf32>) {
+  ^bb0(%a: f32, %bb: f32, %o: f32):
+    %m = arith.addf %a, %bb : f32
+    linalg.yield %m : f32
+  } -> tensor<4x10x12xf32>
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : i64
+  %em = tensor.empty() : tensor<4x10xf32>
+  %m0 = linalg.fill ins(%ninf : f32) outs(%em : tensor<4x10xf32>) -> tensor<4x10xf32>
+  %ei = tensor.empty() : tensor<4x10xi64>
+  %i0 = linalg.fill ins(%c0 : i64) outs(%ei : tensor<4x10xi64>) -> tensor<4x10xi64>
+  %max:2 = linalg.generic {indexing_maps = [#q, #r, #r], iterator_types = ["parallel", "parallel", "reduction"]} ins(%biased : tensor<4x10x12xf32>) outs(%m0, %i0 : tensor<4x10xf32>, tensor<4x10xi64>) {
+  ^bb0(%in: f32, %out: f32, %idx: i64):
+    %i = linalg.index 2 : index
+    %ii = arith.index_cast %i : index to i64
+    %mx = arith.maximumf %in, %out : f32
+    %gt = arith.cmpf ogt, %in, %out : f32
+    %sel = arith.select %gt, %ii, %idx : i64
+    linalg.yield %mx, %sel : f32, i64
+  } -> (tensor<4x10xf32>, tensor<4x10xi64>)
+  %mexp = tensor.expand_shape %max#0 [[0], [1, 2]] output_shape [4, 10, 1] : tensor<4x10xf32> into tensor<4x10x1xf32>
+  %esm = tensor.empty() : tensor<4x10x12xf32>
+  %sub = linalg.generic {indexing_maps = [#q, #r1, #q], iterator_types = ["parallel", "parallel", "parallel"]} ins(%biased, %mexp : tensor<4x10x12xf32>, tensor<4x10x1xf32>) outs(%esm : tensor<4x10x12xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %d = arith.subf %a, %b : f32
+    linalg.yield %d : f32
+  } -> tensor<4x10x12xf32>
+  %exp = linalg.generic {indexing_maps = [#q, #q], iterator_types = ["parallel", "parallel", "parallel"]} ins(%sub : tensor<4x10x12xf32>) outs(%esm : tensor<4x10x12xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %e = math.exp %a : f32
+    linalg.yield %e : f32
+  } -> tensor<4x10x12xf32>
+  %e1 = tensor.empty() : tensor<4x10x1xf32>
+  %s0 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4x10x1xf32>) -> tensor<4x10x1xf32>
+  %sum = linalg.generic {indexing_maps = [#q, #r1], iterator_types = ["parallel", "parallel", "reduction"]} ins(%exp : tensor<4x10x12xf32>) outs(%s0 : tensor<4x10x1xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.addf %a, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<4x10x1xf32>
+  %p = linalg.generic {indexing_maps = [#q, #r1, #q], iterator_types = ["parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<4x10x12xf32>, tensor<4x10x1xf32>) outs(%esm : tensor<4x10x12xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %d = arith.divf %a, %b : f32
+    linalg.yield %d : f32
+  } -> tensor<4x10x12xf32>
+  %epv = tensor.empty() : tensor<4x10x8xf32>
+  %zpv = linalg.fill ins(%f0 : f32) outs(%epv : tensor<4x10x8xf32>) -> tensor<4x10x8xf32>
+  // expected-remark @below {{fused attention (scale 1, with a mask)}}
+  %o = linalg.batch_matmul ins(%p, %v : tensor<4x10x12xf32>, tensor<4x12x8xf32>) outs(%zpv : tensor<4x10x8xf32>) -> tensor<4x10x8xf32>
+  return %o : tensor<4x10x8xf32>
+}
+// CHECK-LABEL: func.func @bias(
+// CHECK-SAME: %[[BIAS:[a-z0-9]+]]: tensor<10x12xf32>
+// CHECK: %[[MASK:.+]] = linalg.generic
+// CHECK-SAME: tensor<10x12xf32>
+// CHECK: arith.addf
+// CHECK: iree_linalg_ext.attention
+// CHECK-SAME: %[[MASK]] : tensor<4x10x16xf32>, tensor<4x16x12xf32>, tensor<4x12x8xf32>, f32, tensor<4x10x12xf32>)
