@@ -160,12 +160,29 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
     return Attention(qk, pv, score_ops, score_inputs, total, replaced)
 
 
-def _zeros(like: ir.Type) -> ir.Value:
-    tensor_type = ir.RankedTensorType(like)
-    element = tensor_type.element_type
-    empty = dialects.tensor.EmptyOp(tensor_type.shape, element).result
+Extent = tuple[ir.Value, int]  # a dimension's size: that of axis ``i`` of a tensor
+
+
+def _empty(extents: list[Extent], element: ir.Type) -> ir.Value:
+    """tensor.empty sized like the given axes; dynamic ones through tensor.dim."""
+    sizes: list[int | ir.Value] = []
+    for value, axis in extents:
+        size = ir.RankedTensorType(value.type).shape[axis]
+        if ir.ShapedType.is_dynamic_size(size):
+            index = dialects.arith.ConstantOp(ir.IndexType.get(), axis).result
+            size = dialects.tensor.DimOp(value, index).result
+        sizes.append(size)
+    return dialects.tensor.EmptyOp(sizes, element).result
+
+
+def _axes(value: ir.Value) -> list[Extent]:
+    return [(value, i) for i in range(ir.RankedTensorType(value.type).rank)]
+
+
+def _zeros(like: ir.Value) -> ir.Value:
+    element = ir.RankedTensorType(like.type).element_type
     zero = dialects.arith.ConstantOp(element, 0.0).result
-    return dialects.linalg.fill(zero, outs=[empty])
+    return dialects.linalg.fill(zero, outs=[_empty(_axes(like), element)])
 
 
 def _mask(found: Attention) -> ir.Value:
@@ -174,7 +191,7 @@ def _mask(found: Attention) -> ir.Value:
     It keeps the element type the model computed it in: a bias added in f32 to upcast
     bf16 scores (ALiBi reaches hundreds) loses whole units if rounded to bf16.
     """
-    value = _zeros(found.qk.results[0].type)
+    value = _zeros(found.qk.results[0])
     collapse_to = None
     for op, index in zip(found.score_ops, found.score_inputs, strict=True):
         clone = op.clone()
@@ -186,6 +203,7 @@ def _mask(found: Attention) -> ir.Value:
         source = ir.RankedTensorType(value.type)
         qk_type = ir.RankedTensorType(found.qk.results[0].type)
         result = ir.RankedTensorType.get(qk_type.shape, source.element_type)
+        # the expand's output_shape names the sizes: collapsing needs no dynamic operands
         value = dialects.tensor.CollapseShapeOp(result, value, collapse_to).result
     return value
 
@@ -233,7 +251,8 @@ def build(found: Attention) -> ir.Value:
         if term.offset:
             operands.append(_mask(found))
         out_type = ir.RankedTensorType(result_type)
-        operands.append(dialects.tensor.EmptyOp(out_type.shape, out_type.element_type).result)
+        probs = found.pv.operands[0]  # (B, M, K2) x (B, K2, N) -> (B, M, N)
+        operands.append(_empty([(probs, 0), (probs, 1), (v, 2)], out_type.element_type))
         op = ir.Operation.create(
             ATTENTION,
             results=[result_type],
@@ -301,10 +320,10 @@ def _f32(value: ir.Value) -> ir.Value:
     return dialects.arith.ExtFOp(ir.F32Type.get(), value).result
 
 
-def _filled(shape: list[int], value: float) -> ir.Value:
+def _filled(extents: list[Extent], value: float) -> ir.Value:
     f32 = ir.F32Type.get()
-    empty = dialects.tensor.EmptyOp(shape, f32).result
-    return dialects.linalg.fill(dialects.arith.ConstantOp(f32, value).result, outs=[empty])
+    constant = dialects.arith.ConstantOp(f32, value).result
+    return dialects.linalg.fill(constant, outs=[_empty(extents, f32)])
 
 
 def _times(value: ir.Value, factor: float) -> ir.Value:
@@ -356,9 +375,9 @@ def decompose(op: ir.Operation) -> ir.Value:
     (k1,) = [d for d in _dims(q_map) if d not in _dims(o_map)]
     (n,) = [d for d in _dims(o_map) if d not in _dims(q_map)]
     (k2,) = [d for d in _dims(k_map) if d not in _dims(q_map)]
-    sizes: dict[int, int] = {}
+    sizes: dict[int, Extent] = {}  # loop dim -> where its size is read
     for value, map_ in ((q, q_map), (k, k_map), (v, v_map)):
-        sizes.update(zip(_dims(map_), ir.RankedTensorType(value.type).shape, strict=True))
+        sizes.update((d, (value, axis)) for axis, d in enumerate(_dims(map_)))
     score_dims = [d for d in _dims(o_map) if d != n] + [k2]  # (batch..., m, k2)
     out_type = ir.RankedTensorType(op.results[0].type)
 
@@ -403,13 +422,13 @@ def decompose(op: ir.Operation) -> ir.Value:
             ["parallel"] * rank,
             scaled,
         )
-        empty = dialects.tensor.EmptyOp([sizes[d] for d in score_dims], ir.F32Type.get())
-        softmax_op = dialects.linalg.SoftmaxOp([logits.type], logits, empty.result, rank - 1)
+        empty = _empty([sizes[d] for d in score_dims], ir.F32Type.get())
+        softmax_op = dialects.linalg.SoftmaxOp([logits.type], logits, empty, rank - 1)
         probs = softmax_op.results[0]
         # O = P·V over k2, in f32, then the output type
         out = _generic(
             [probs, v],
-            _filled(list(out_type.shape), 0.0),
+            _filled([sizes[d] for d in _dims(o_map)], 0.0),
             [
                 _map(n_dims - 1, within(score_dims, k1)),
                 _map(n_dims - 1, within(_dims(v_map), k1)),
@@ -421,7 +440,7 @@ def decompose(op: ir.Operation) -> ir.Value:
             ),
         )
         if out_type.element_type != ir.F32Type.get():
-            init = dialects.tensor.EmptyOp(list(out_type.shape), out_type.element_type).result
+            init = _empty(_axes(out), out_type.element_type)
             ident = _map(out_type.rank, list(range(out_type.rank)))
             out = _generic(
                 [out],

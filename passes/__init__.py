@@ -21,9 +21,12 @@ _MODULES: dict[str, str] = {
 # compute iree_linalg_ext.attention wrongly when the head dim (the QK contraction) is
 # above 128; SPIR-V cannot lower it at all.
 _SAFE_HEAD_DIM = "fusion-decompose-attention{above-head-dim=128}"
+# With dynamic shapes, tensor.dim ops keep the replaced scores alive until their sizes
+# are read from the operands instead.
+_CLEANUP = ("resolve-ranked-shaped-type-result-dims", "canonicalize", "cse")
 DEFAULT_PIPELINES: dict[str, tuple[str, ...]] = {
-    "cpu": ("fusion-detect-attention", _SAFE_HEAD_DIM, "fusion-find-softmax"),
-    "cuda": ("fusion-detect-attention", _SAFE_HEAD_DIM, "fusion-find-softmax"),
+    "cpu": ("fusion-detect-attention", *_CLEANUP, _SAFE_HEAD_DIM, "fusion-find-softmax"),
+    "cuda": ("fusion-detect-attention", *_CLEANUP, _SAFE_HEAD_DIM, "fusion-find-softmax"),
     "vulkan": ("fusion-decompose-attention", "fusion-find-softmax"),
 }
 

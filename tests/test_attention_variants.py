@@ -144,3 +144,19 @@ def test_fusing_drops_the_dispatch_count() -> None:
     alone = fc.compile(model, example_args=example, pipeline="builtin.module()")
     assert fused.stats["attention_ops"] == 1 and alone.stats["attention_ops"] == 0
     assert fused.stats["dispatches"] < alone.stats["dispatches"]
+
+
+def test_dynamic_sequence_length_fused_once_run_at_three_lengths() -> None:
+    from models import ExplicitAttentionBlock
+
+    model = ExplicitAttentionBlock().eval()
+    n = torch.export.Dim("n", min=2, max=512)
+    module = fc.compile(model, (torch.randn(2, 16, 64),), dynamic_shapes={"x": {1: n}})
+    assert module.stats["attention_ops"] == 1 and module.stats["softmax_ops"] == 0
+    run = fc.load(module)
+    for length in (5, 77, 300):
+        x = torch.randn(2, length, 64)
+        with torch.no_grad():
+            assert rel_error(run(x), model(x)) < 1e-4
+    with pytest.raises(fc.ArgumentError, match=r"expected \(2, \?, 64\) float32"):
+        run(torch.randn(2, 5, 32))
