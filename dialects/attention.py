@@ -16,10 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fusion_compiler.dialects import linalg, score, softmax
+from fusion_compiler.dialects.builders import empty, zeros
+from fusion_compiler.dialects.linalg_ext import ATTENTION, softcap_region
 
 from fusion_compiler.ir import dialects, ir
 
-ATTENTION = "iree_linalg_ext.attention"
 _RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
 
 
@@ -160,38 +161,13 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
     return Attention(qk, pv, score_ops, score_inputs, total, replaced)
 
 
-Extent = tuple[ir.Value, int]  # a dimension's size: that of axis ``i`` of a tensor
-
-
-def _empty(extents: list[Extent], element: ir.Type) -> ir.Value:
-    """tensor.empty sized like the given axes; dynamic ones through tensor.dim."""
-    sizes: list[int | ir.Value] = []
-    for value, axis in extents:
-        size = ir.RankedTensorType(value.type).shape[axis]
-        if ir.ShapedType.is_dynamic_size(size):
-            index = dialects.arith.ConstantOp(ir.IndexType.get(), axis).result
-            size = dialects.tensor.DimOp(value, index).result
-        sizes.append(size)
-    return dialects.tensor.EmptyOp(sizes, element).result
-
-
-def _axes(value: ir.Value) -> list[Extent]:
-    return [(value, i) for i in range(ir.RankedTensorType(value.type).rank)]
-
-
-def _zeros(like: ir.Value) -> ir.Value:
-    element = ir.RankedTensorType(like.type).element_type
-    zero = dialects.arith.ConstantOp(element, 0.0).result
-    return dialects.linalg.fill(zero, outs=[_empty(_axes(like), element)])
-
-
 def _mask(found: Attention) -> ir.Value:
     """``f(0)``: the score ops replayed on zeros, collapsed back to the (B, M, K2) space.
 
     It keeps the element type the model computed it in: a bias added in f32 to upcast
     bf16 scores (ALiBi reaches hundreds) loses whole units if rounded to bf16.
     """
-    value = _zeros(found.qk.results[0])
+    value = zeros(found.qk.results[0])
     collapse_to = None
     for op, index in zip(found.score_ops, found.score_inputs, strict=True):
         clone = op.clone()
@@ -218,24 +194,6 @@ def _maps(has_mask: bool) -> ir.ArrayAttr:
     )
 
 
-# IREE 3.13 hands the score region x = scale·log2(e)·s and reads its result in the same
-# base-2 domain (it computes exp2); measured on llvm-cpu, where
-# softmax(cap·tanh(scale·s/cap) + mask) came out to 2e-7.
-_LOG2E = 1.4426950408889634
-
-
-def _softcap_region(block: ir.Block, cap: float) -> None:
-    """y = cap·log2(e)·tanh(x / log2(e)), i.e. ``cap·tanh(scale·s)`` in IREE's base 2."""
-    f32 = ir.F32Type.get()
-    x = block.arguments[0]
-    inner = dialects.arith.MulFOp(x, dialects.arith.ConstantOp(f32, 1 / _LOG2E).result).result
-    capped = dialects.math.TanhOp(inner).result
-    outer = dialects.arith.ConstantOp(f32, cap * _LOG2E).result
-    ir.Operation.create(
-        "iree_linalg_ext.yield", operands=[dialects.arith.MulFOp(capped, outer).result]
-    )
-
-
 def build(found: Attention) -> ir.Value:
     """Inserts the fused op before the P @ V matmul; returns its result (same type)."""
     q, k_transposed = found.qk.operands[0], found.qk.operands[1]
@@ -252,7 +210,7 @@ def build(found: Attention) -> ir.Value:
             operands.append(_mask(found))
         out_type = ir.RankedTensorType(result_type)
         probs = found.pv.operands[0]  # (B, M, K2) x (B, K2, N) -> (B, M, N)
-        operands.append(_empty([(probs, 0), (probs, 1), (v, 2)], out_type.element_type))
+        operands.append(empty([(probs, 0), (probs, 1), (v, 2)], out_type.element_type))
         op = ir.Operation.create(
             ATTENTION,
             results=[result_type],
@@ -265,7 +223,7 @@ def build(found: Attention) -> ir.Value:
             if term.tanh_of is None:
                 ir.Operation.create("iree_linalg_ext.yield", operands=[block.arguments[0]])
             else:
-                _softcap_region(block, term.slope)
+                softcap_region(block, term.slope)
     return op.results[0]
 
 
@@ -286,167 +244,3 @@ def erase_dead(ops: list[ir.Operation]) -> None:
 def _pure(op: ir.Operation) -> bool:
     """Ops on tensors with no effect but their results: safe to erase once unused."""
     return op.name.startswith(("linalg.", "tensor.")) or op.name == "arith.constant"
-
-
-# ---------------------------------------------------------------------------------------
-# Decomposition: the fused op back into contractions and a softmax.
-
-
-def _dims(map_: ir.AffineMap) -> list[int]:
-    return [ir.AffineDimExpr(e).position for e in map_.results]
-
-
-def _map(n_dims: int, positions: list[int]) -> ir.AffineMapAttr:
-    exprs = [ir.AffineDimExpr.get(p) for p in positions]
-    return ir.AffineMapAttr.get(ir.AffineMap.get(n_dims, 0, exprs))
-
-
-def _generic(inputs, init, maps, iterators, body) -> ir.Value:
-    """A one-result linalg.generic whose payload ``body(*block_args)`` returns the yield."""
-    kinds = [ir.Attribute.parse(f"#linalg.iterator_type<{k}>") for k in iterators]
-    op = dialects.linalg.GenericOp(
-        [init.type], inputs, [init], ir.ArrayAttr.get(maps), ir.ArrayAttr.get(kinds)
-    )
-    types = [ir.RankedTensorType(v.type).element_type for v in [*inputs, init]]
-    block = op.regions[0].blocks.append(*types)
-    with ir.InsertionPoint(block):
-        dialects.linalg.YieldOp([body(*block.arguments)])
-    return op.results[0]
-
-
-def _f32(value: ir.Value) -> ir.Value:
-    if value.type == ir.F32Type.get():
-        return value
-    return dialects.arith.ExtFOp(ir.F32Type.get(), value).result
-
-
-def _filled(extents: list[Extent], value: float) -> ir.Value:
-    f32 = ir.F32Type.get()
-    constant = dialects.arith.ConstantOp(f32, value).result
-    return dialects.linalg.fill(constant, outs=[_empty(extents, f32)])
-
-
-def _times(value: ir.Value, factor: float) -> ir.Value:
-    constant = dialects.arith.ConstantOp(ir.F32Type.get(), factor).result
-    return dialects.arith.MulFOp(value, constant).result
-
-
-def _inline_region(op: ir.Operation, argument: ir.Value) -> ir.Value:
-    """Clones the score region's ops here with its argument bound; returns what it yields."""
-    block = op.regions[0].blocks[0]
-    bound: dict[ir.Value, ir.Value] = {block.arguments[0]: argument}
-    *body, terminator = block.operations
-    for body_op in body:
-        clone = body_op.operation.clone()
-        for i, operand in enumerate(clone.operands):
-            if operand in bound:
-                clone.operands[i] = bound[operand]
-        for old, new in zip(body_op.results, clone.results, strict=True):
-            bound[old] = new
-    yielded = terminator.operands[0]
-    return bound.get(yielded, yielded)
-
-
-def has_plain_region(op: ir.Operation) -> bool:
-    """The score region only yields its argument (no score modification)."""
-    block = op.regions[0].blocks[0]
-    body = list(block.operations)
-    return len(body) == 1 and body[0].operands[0] == block.arguments[0]
-
-
-def attention_head_dim(op: ir.Operation) -> int:
-    """K1, the QK contraction size, of an iree_linalg_ext.attention."""
-    maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
-    q_dims, out_dims = _dims(maps[0]), _dims(maps[-1])
-    (k1_pos,) = [i for i, d in enumerate(q_dims) if d not in out_dims]
-    return ir.RankedTensorType(op.operands[0].type).shape[k1_pos]
-
-
-def decompose(op: ir.Operation) -> ir.Value:
-    """iree_linalg_ext.attention -> QKᵀ, scale and mask, linalg.softmax, P·V (f32 sums).
-
-    Inserted before ``op``; returns the value that replaces its result.
-    """
-    maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
-    q, k, v, scale = list(op.operands)[:4]
-    mask = op.operands[4] if len(maps) == 6 else None
-    q_map, k_map, v_map, o_map = maps[0], maps[1], maps[2], maps[-1]
-    n_dims = q_map.n_dims
-    (k1,) = [d for d in _dims(q_map) if d not in _dims(o_map)]
-    (n,) = [d for d in _dims(o_map) if d not in _dims(q_map)]
-    (k2,) = [d for d in _dims(k_map) if d not in _dims(q_map)]
-    sizes: dict[int, Extent] = {}  # loop dim -> where its size is read
-    for value, map_ in ((q, q_map), (k, k_map), (v, v_map)):
-        sizes.update((d, (value, axis)) for axis, d in enumerate(_dims(map_)))
-    score_dims = [d for d in _dims(o_map) if d != n] + [k2]  # (batch..., m, k2)
-    out_type = ir.RankedTensorType(op.results[0].type)
-
-    def within(dims: list[int], drop: int) -> list[int]:
-        kept = [d for d in range(n_dims) if d != drop]
-        return [kept.index(d) for d in dims]
-
-    with ir.InsertionPoint(op), op.location:
-        # S = Q·Kᵀ over k1, in f32
-        s_dims = within(score_dims, n)
-        scores = _generic(
-            [q, k],
-            _filled([sizes[d] for d in score_dims], 0.0),
-            [_map(n_dims - 1, within(_dims(m), n)) for m in (q_map, k_map)]
-            + [_map(n_dims - 1, s_dims)],
-            ["reduction" if d == k1 else "parallel" for d in range(n_dims) if d != n],
-            lambda a, b, acc: (
-                dialects.arith.AddFOp(acc, dialects.arith.MulFOp(_f32(a), _f32(b)).result).result
-            ),
-        )
-        # scale·S (+ mask)
-        rank = len(score_dims)
-        identity = _map(rank, list(range(rank)))
-        inputs, in_maps = [scores], [identity]
-        if mask is not None:
-            inputs.append(mask)
-            in_maps.append(_map(rank, [score_dims.index(d) for d in _dims(maps[4])]))
-
-        def scaled(s, *rest):
-            out = dialects.arith.MulFOp(s, _f32(scale)).result
-            if not has_plain_region(op):  # the region works in IREE's base-2 domain
-                out = _inline_region(op, _times(out, _LOG2E))
-                out = _times(out, 1 / _LOG2E)
-            if mask is not None:
-                out = dialects.arith.AddFOp(out, _f32(rest[0])).result
-            return out
-
-        logits = _generic(
-            inputs,
-            _filled([sizes[d] for d in score_dims], 0.0),
-            [*in_maps, identity],
-            ["parallel"] * rank,
-            scaled,
-        )
-        empty = _empty([sizes[d] for d in score_dims], ir.F32Type.get())
-        softmax_op = dialects.linalg.SoftmaxOp([logits.type], logits, empty, rank - 1)
-        probs = softmax_op.results[0]
-        # O = P·V over k2, in f32, then the output type
-        out = _generic(
-            [probs, v],
-            _filled([sizes[d] for d in _dims(o_map)], 0.0),
-            [
-                _map(n_dims - 1, within(score_dims, k1)),
-                _map(n_dims - 1, within(_dims(v_map), k1)),
-                _map(n_dims - 1, within(_dims(o_map), k1)),
-            ],
-            ["reduction" if d == k2 else "parallel" for d in range(n_dims) if d != k1],
-            lambda p, b, acc: (
-                dialects.arith.AddFOp(acc, dialects.arith.MulFOp(p, _f32(b)).result).result
-            ),
-        )
-        if out_type.element_type != ir.F32Type.get():
-            init = _empty(_axes(out), out_type.element_type)
-            ident = _map(out_type.rank, list(range(out_type.rank)))
-            out = _generic(
-                [out],
-                init,
-                [ident, ident],
-                ["parallel"] * out_type.rank,
-                lambda x, _: dialects.arith.TruncFOp(out_type.element_type, x).result,
-            )
-    return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fusion_compiler.dialects import attention
+from fusion_compiler.dialects import linalg_ext
 
 from fusion_compiler import remarks
 from fusion_compiler.ir import ir
@@ -27,7 +27,7 @@ class Options:
 
 def decompose_attention(op: ir.Operation) -> None:
     """iree_linalg_ext.attention -> generic(QKᵀ), generic(scale, mask), softmax, generic(PV)."""
-    op.results[0].replace_all_uses_with(attention.decompose(op))
+    op.results[0].replace_all_uses_with(linalg_ext.decompose(op))
     op.erase()
 
 
@@ -35,13 +35,13 @@ def run(module: ir.Operation, options: Options) -> None:
     found: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == attention.ATTENTION:
+        if op.name == linalg_ext.ATTENTION:
             found.append(op.operation)
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)
     for op in found:
-        head_dim = attention.attention_head_dim(op)
+        head_dim = linalg_ext.head_dim(op)
         if head_dim <= options.above_head_dim:
             continue
         location = op.location

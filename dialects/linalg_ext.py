@@ -1,0 +1,159 @@
+"""iree_linalg_ext.attention: its IREE 3.13 semantics, its score region, its decomposition."""
+
+from __future__ import annotations
+
+from fusion_compiler.dialects.builders import (
+    Extent,
+    affine_map,
+    axes,
+    dims,
+    empty,
+    filled,
+    generic,
+    times,
+    to_f32,
+)
+
+from fusion_compiler.ir import dialects, ir
+
+ATTENTION = "iree_linalg_ext.attention"
+
+# IREE 3.13 hands the score region x = scale·log2(e)·s and reads its result in the same
+# base-2 domain (it computes exp2); measured on llvm-cpu, where
+# softmax(cap·tanh(scale·s/cap) + mask) came out to 2e-7.
+LOG2E = 1.4426950408889634
+
+
+def softcap_region(block: ir.Block, cap: float) -> None:
+    """y = cap·log2(e)·tanh(x / log2(e)), i.e. ``cap·tanh(scale·s)`` in IREE's base 2."""
+    f32 = ir.F32Type.get()
+    x = block.arguments[0]
+    inner = dialects.arith.MulFOp(x, dialects.arith.ConstantOp(f32, 1 / LOG2E).result).result
+    capped = dialects.math.TanhOp(inner).result
+    outer = dialects.arith.ConstantOp(f32, cap * LOG2E).result
+    ir.Operation.create(
+        "iree_linalg_ext.yield", operands=[dialects.arith.MulFOp(capped, outer).result]
+    )
+
+
+def inline_region(op: ir.Operation, argument: ir.Value) -> ir.Value:
+    """Clones the score region's ops here with its argument bound; returns what it yields."""
+    block = op.regions[0].blocks[0]
+    bound: dict[ir.Value, ir.Value] = {block.arguments[0]: argument}
+    *body, terminator = block.operations
+    for body_op in body:
+        clone = body_op.operation.clone()
+        for i, operand in enumerate(clone.operands):
+            if operand in bound:
+                clone.operands[i] = bound[operand]
+        for old, new in zip(body_op.results, clone.results, strict=True):
+            bound[old] = new
+    yielded = terminator.operands[0]
+    return bound.get(yielded, yielded)
+
+
+def has_plain_region(op: ir.Operation) -> bool:
+    """The score region only yields its argument (no score modification)."""
+    block = op.regions[0].blocks[0]
+    body = list(block.operations)
+    return len(body) == 1 and body[0].operands[0] == block.arguments[0]
+
+
+def head_dim(op: ir.Operation) -> int:
+    """K1, the QK contraction size, of an iree_linalg_ext.attention."""
+    maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
+    q_dims, out_dims = dims(maps[0]), dims(maps[-1])
+    (k1_pos,) = [i for i, d in enumerate(q_dims) if d not in out_dims]
+    return ir.RankedTensorType(op.operands[0].type).shape[k1_pos]
+
+
+def decompose(op: ir.Operation) -> ir.Value:
+    """iree_linalg_ext.attention -> QKᵀ, scale and mask, linalg.softmax, P·V (f32 sums).
+
+    Inserted before ``op``; returns the value that replaces its result.
+    """
+    maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
+    q, k, v, scale = list(op.operands)[:4]
+    mask = op.operands[4] if len(maps) == 6 else None
+    q_map, k_map, v_map, o_map = maps[0], maps[1], maps[2], maps[-1]
+    n_dims = q_map.n_dims
+    (k1,) = [d for d in dims(q_map) if d not in dims(o_map)]
+    (n,) = [d for d in dims(o_map) if d not in dims(q_map)]
+    (k2,) = [d for d in dims(k_map) if d not in dims(q_map)]
+    sizes: dict[int, Extent] = {}  # loop dim -> where its size is read
+    for value, map_ in ((q, q_map), (k, k_map), (v, v_map)):
+        sizes.update((d, (value, axis)) for axis, d in enumerate(dims(map_)))
+    score_dims = [d for d in dims(o_map) if d != n] + [k2]  # (batch..., m, k2)
+    out_type = ir.RankedTensorType(op.results[0].type)
+
+    def within(dims: list[int], drop: int) -> list[int]:
+        kept = [d for d in range(n_dims) if d != drop]
+        return [kept.index(d) for d in dims]
+
+    with ir.InsertionPoint(op), op.location:
+        # S = Q·Kᵀ over k1, in f32
+        s_dims = within(score_dims, n)
+        scores = generic(
+            [q, k],
+            filled([sizes[d] for d in score_dims], 0.0),
+            [affine_map(n_dims - 1, within(dims(m), n)) for m in (q_map, k_map)]
+            + [affine_map(n_dims - 1, s_dims)],
+            ["reduction" if d == k1 else "parallel" for d in range(n_dims) if d != n],
+            lambda a, b, acc: (
+                dialects.arith.AddFOp(
+                    acc, dialects.arith.MulFOp(to_f32(a), to_f32(b)).result
+                ).result
+            ),
+        )
+        # scale·S (+ mask)
+        rank = len(score_dims)
+        identity = affine_map(rank, list(range(rank)))
+        inputs, in_maps = [scores], [identity]
+        if mask is not None:
+            inputs.append(mask)
+            in_maps.append(affine_map(rank, [score_dims.index(d) for d in dims(maps[4])]))
+
+        def scaled(s, *rest):
+            out = dialects.arith.MulFOp(s, to_f32(scale)).result
+            if not has_plain_region(op):  # the region works in IREE's base-2 domain
+                out = inline_region(op, times(out, LOG2E))
+                out = times(out, 1 / LOG2E)
+            if mask is not None:
+                out = dialects.arith.AddFOp(out, to_f32(rest[0])).result
+            return out
+
+        logits = generic(
+            inputs,
+            filled([sizes[d] for d in score_dims], 0.0),
+            [*in_maps, identity],
+            ["parallel"] * rank,
+            scaled,
+        )
+        destination = empty([sizes[d] for d in score_dims], ir.F32Type.get())
+        softmax_op = dialects.linalg.SoftmaxOp([logits.type], logits, destination, rank - 1)
+        probs = softmax_op.results[0]
+        # O = P·V over k2, in f32, then the output type
+        out = generic(
+            [probs, v],
+            filled([sizes[d] for d in dims(o_map)], 0.0),
+            [
+                affine_map(n_dims - 1, within(score_dims, k1)),
+                affine_map(n_dims - 1, within(dims(v_map), k1)),
+                affine_map(n_dims - 1, within(dims(o_map), k1)),
+            ],
+            ["reduction" if d == k2 else "parallel" for d in range(n_dims) if d != k1],
+            lambda p, b, acc: (
+                dialects.arith.AddFOp(acc, dialects.arith.MulFOp(p, to_f32(b)).result).result
+            ),
+        )
+        if out_type.element_type != ir.F32Type.get():
+            init = empty(axes(out), out_type.element_type)
+            ident = affine_map(out_type.rank, list(range(out_type.rank)))
+            out = generic(
+                [out],
+                init,
+                [ident, ident],
+                ["parallel"] * out_type.rank,
+                lambda x, _: dialects.arith.TruncFOp(out_type.element_type, x).result,
+            )
+    return out
