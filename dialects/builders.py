@@ -74,3 +74,72 @@ def filled(extents: list[Extent], value: float) -> ir.Value:
 def times(value: ir.Value, factor: float) -> ir.Value:
     constant = dialects.arith.ConstantOp(ir.F32Type.get(), factor).result
     return dialects.arith.MulFOp(value, constant).result
+
+
+Size = int | ir.Value  # a static size or an index value
+
+
+def index(value: int) -> ir.Value:
+    return dialects.arith.ConstantOp(ir.IndexType.get(), value).result
+
+
+def size_of(value: ir.Value, axis: int) -> Size:
+    """Axis ``axis`` of a tensor: its static size, or a tensor.dim."""
+    size = ir.RankedTensorType(value.type).shape[axis]
+    if ir.ShapedType.is_dynamic_size(size):
+        return dialects.tensor.DimOp(value, index(axis)).result
+    return size
+
+
+def empty_of(sizes: list[Size], element: ir.Type) -> ir.Value:
+    return dialects.tensor.EmptyOp(sizes, element).result
+
+
+def full(sizes: list[Size], value: float) -> ir.Value:
+    """An f32 tensor of ``sizes`` filled with ``value``."""
+    f32 = ir.F32Type.get()
+    constant = dialects.arith.ConstantOp(f32, value).result
+    return dialects.linalg.fill(constant, outs=[empty_of(sizes, f32)])
+
+
+def _split(values: list[Size]) -> tuple[list[ir.Value], list[int]]:
+    dynamic = ir.ShapedType.get_dynamic_size()
+    return (
+        [v for v in values if isinstance(v, ir.Value)],
+        [dynamic if isinstance(v, ir.Value) else v for v in values],
+    )
+
+
+def extract_slice(source: ir.Value, offsets: list[Size], sizes: list[Size]) -> ir.Value:
+    """A unit-stride tensor.extract_slice."""
+    element = ir.RankedTensorType(source.type).element_type
+    dyn_offsets, static_offsets = _split(offsets)
+    dyn_sizes, static_sizes = _split(sizes)
+    result = ir.RankedTensorType.get(static_sizes, element)
+    return dialects.tensor.ExtractSliceOp(
+        result,
+        source,
+        dyn_offsets,
+        dyn_sizes,
+        [],
+        static_offsets,
+        static_sizes,
+        [1] * len(sizes),
+    ).result
+
+
+def insert_slice(source: ir.Value, dest: ir.Value, offsets: list[Size]) -> ir.Value:
+    """A unit-stride tensor.insert_slice of all of ``source``."""
+    rank = ir.RankedTensorType(source.type).rank
+    dyn_offsets, static_offsets = _split(offsets)
+    dyn_sizes, static_sizes = _split([size_of(source, i) for i in range(rank)])
+    return dialects.tensor.InsertSliceOp(
+        source, dest, dyn_offsets, dyn_sizes, [], static_offsets, static_sizes, [1] * rank
+    ).result
+
+
+def tile_size(start: ir.Value, bound: Size, step: int) -> ir.Value:
+    """min(step, bound - start): the size of a (possibly ragged) last tile."""
+    bound_value = bound if isinstance(bound, ir.Value) else index(bound)
+    remaining = dialects.arith.SubIOp(bound_value, start).result
+    return dialects.arith.MinSIOp(remaining, index(step)).result

@@ -14,6 +14,7 @@ _MODULES: dict[str, str] = {
     "fusion-decompose-attention": "fusion_compiler.passes.decompose_attention",
     "fusion-detect-attention": "fusion_compiler.passes.detect_attention",
     "fusion-find-softmax": "fusion_compiler.passes.find_softmax",
+    "fusion-online-softmax": "fusion_compiler.passes.online_softmax",
 }
 
 # What ``fc.compile`` runs between the Linalg and the fused stage, per target. Each

@@ -1,0 +1,231 @@
+"""FlashAttention-2 in Linalg and SCF on tensors, from an ``iree_linalg_ext.attention``.
+
+For each block of ``block_q`` query rows, a loop over blocks of ``block_k`` keys keeps a
+running max ``m``, a running sum ``l`` and an accumulator ``acc``::
+
+    s     = Q_i · K_jᵀ                          (block_q, block_k), f32
+    x     = log2(e)·(scale·s) [-> score region] + log2(e)·mask_ij
+    m'    = max(m, rowmax(x))
+    p     = exp2(x - m')                        exp2, the scale folded in
+    l'    = exp2(m - m')·l + rowsum(p)
+    acc'  = exp2(m - m')·acc + p · V_j
+    O_i   = acc / l                             the one division, after the loop
+
+No tensor larger than a (block_q, block_k) tile of scores is created. A row whose
+running max is still -inf (everything masked so far) uses 0 in its place, so masked
+blocks contribute exp2(-inf) = 0 rather than NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fusion_compiler.dialects.builders import (
+    Size,
+    affine_map,
+    dims,
+    empty_of,
+    extract_slice,
+    full,
+    generic,
+    index,
+    insert_slice,
+    size_of,
+    tile_size,
+    times,
+    to_f32,
+)
+from fusion_compiler.dialects.linalg_ext import LOG2E, has_plain_region, inline_region
+
+from fusion_compiler.ir import dialects, ir
+
+# The layout handled: one batch dim; (b, m, k1) x (b, k2, k1) or (b, k1, k2) x (b, k2, n).
+_Q, _V, _MASK, _OUT = [0, 1, 3], [0, 4, 2], [0, 1, 4], [0, 1, 2]
+_K_ROWS, _K_COLUMNS = [0, 4, 3], [0, 3, 4]  # (b, k2, k1) as IREE's SDPA; (b, k1, k2) as ours
+
+
+@dataclass(frozen=True)
+class Layout:
+    k_transposed: bool  # K stored (b, k1, k2)
+    has_mask: bool
+
+
+def layout(op: ir.Operation) -> Layout | str:
+    """The layout of an attention op, or why it is not one this rewrite handles."""
+    maps = [dims(ir.AffineMapAttr(a).value) for a in op.attributes["indexing_maps"]]
+    has_mask = len(maps) == 6
+    if maps[0] != _Q or maps[2] != _V or maps[-1] != _OUT or (has_mask and maps[4] != _MASK):
+        return "operand layout other than (batch, rows, cols) for Q, V, mask and output"
+    if maps[1] not in (_K_ROWS, _K_COLUMNS):
+        return "K layout other than (batch, k2, k1) or (batch, k1, k2)"
+    return Layout(maps[1] == _K_COLUMNS, has_mask)
+
+
+def _maps(n_dims: int, *positions: list[int]) -> list[ir.AffineMapAttr]:
+    return [affine_map(n_dims, p) for p in positions]
+
+
+def _f(value: float) -> ir.Value:
+    return dialects.arith.ConstantOp(ir.F32Type.get(), value).result
+
+
+def _add(a: ir.Value, b: ir.Value) -> ir.Value:
+    return dialects.arith.AddFOp(a, b).result
+
+
+def _mul(a: ir.Value, b: ir.Value) -> ir.Value:
+    return dialects.arith.MulFOp(a, b).result
+
+
+def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Value:
+    """Inserts the loop nest before ``op``; returns the value replacing its result."""
+    q, k, v, scale = list(op.operands)[:4]
+    mask = op.operands[4] if form.has_mask else None
+    out_init = op.operands[-1]
+    out_type = ir.RankedTensorType(op.results[0].type)
+    with ir.InsertionPoint(op), op.location:
+        batch, rows, depth = (size_of(q, i) for i in range(3))
+        keys = size_of(k, 2 if form.k_transposed else 1)
+        width = size_of(v, 2)
+        log2_scale = times(to_f32(scale), LOG2E)
+        rows_bound = rows if isinstance(rows, ir.Value) else index(rows)
+        outer = dialects.scf.ForOp(index(0), rows_bound, index(block_q), [out_init])
+        with ir.InsertionPoint(outer.body):
+            i = outer.induction_variable
+            tm = tile_size(i, rows, block_q)
+            q_i = extract_slice(q, [0, i, 0], [batch, tm, depth])
+            running = [
+                full([batch, tm], -math.inf),
+                full([batch, tm], 0.0),
+                full([batch, tm, width], 0.0),
+            ]
+            keys_bound = keys if isinstance(keys, ir.Value) else index(keys)
+            inner = dialects.scf.ForOp(index(0), keys_bound, index(block_k), running)
+            with ir.InsertionPoint(inner.body):
+                j = inner.induction_variable
+                m, total, acc = inner.inner_iter_args
+                tk = tile_size(j, keys, block_k)
+                if form.k_transposed:
+                    k_j = extract_slice(k, [0, 0, j], [batch, depth, tk])
+                else:
+                    k_j = extract_slice(k, [0, j, 0], [batch, tk, depth])
+                v_j = extract_slice(v, [0, j, 0], [batch, tk, width])
+                mask_ij = extract_slice(mask, [0, i, j], [batch, tm, tk]) if mask else None
+                step = _block_step(
+                    op, q_i, k_j, v_j, mask_ij, log2_scale, m, total, acc, [batch, tm, tk], form
+                )
+                dialects.scf.YieldOp(step)
+            _, l_final, acc_final = inner.results
+            o_i = generic(
+                [acc_final, l_final],
+                empty_of([batch, tm, width], out_type.element_type),
+                _maps(3, [0, 1, 2], [0, 1], [0, 1, 2]),
+                ["parallel"] * 3,
+                lambda a, s, _: _cast(dialects.arith.DivFOp(a, s).result, out_type.element_type),
+            )
+            dialects.scf.YieldOp([insert_slice(o_i, outer.inner_iter_args[0], [0, i, 0])])
+    return outer.results[0]
+
+
+def _cast(value: ir.Value, element: ir.Type) -> ir.Value:
+    if element == ir.F32Type.get():
+        return value
+    return dialects.arith.TruncFOp(element, value).result
+
+
+def _block_step(
+    op: ir.Operation,
+    q_i: ir.Value,
+    k_j: ir.Value,
+    v_j: ir.Value,
+    mask_ij: ir.Value | None,
+    log2_scale: ir.Value,
+    m: ir.Value,
+    total: ir.Value,
+    acc: ir.Value,
+    score_sizes: list[Size],
+    form: Layout,
+) -> list[ir.Value]:
+    """One key block: the new running max, sum and accumulator."""
+    # s = Q_i · K_jᵀ over (b, m, k2, k1)
+    k_map = [0, 3, 2] if form.k_transposed else [0, 2, 3]
+    s = generic(
+        [q_i, k_j],
+        full(score_sizes, 0.0),
+        _maps(4, [0, 1, 3], k_map, [0, 1, 2]),
+        ["parallel", "parallel", "parallel", "reduction"],
+        lambda a, b, c: _add(c, _mul(to_f32(a), to_f32(b))),
+    )
+
+    def logits(score, *rest):
+        x = _mul(score, log2_scale)
+        if not has_plain_region(op):
+            x = inline_region(op, x)  # IREE's region semantics: base 2 in, base 2 out
+        if rest[:-1]:
+            x = _add(x, _mul(to_f32(rest[0]), _f(LOG2E)))
+        return x
+
+    inputs = [s] + ([mask_ij] if mask_ij is not None else [])
+    x = generic(
+        inputs,
+        empty_of(score_sizes, ir.F32Type.get()),
+        _maps(3, *([[0, 1, 2]] * (len(inputs) + 1))),
+        ["parallel"] * 3,
+        logits,
+    )
+    row = ["parallel", "parallel", "reduction"]
+    m_new = generic(
+        [x],
+        m,
+        _maps(3, [0, 1, 2], [0, 1]),
+        row,
+        lambda a, b: dialects.arith.MaximumFOp(a, b).result,
+    )
+    ninf = -math.inf
+
+    def safe(a, _):
+        is_ninf = dialects.arith.CmpFOp(dialects.arith.CmpFPredicate.OEQ, a, _f(ninf)).result
+        return dialects.arith.SelectOp(is_ninf, _f(0.0), a).result
+
+    rows2 = ["parallel", "parallel"]
+    m_safe = generic(
+        [m_new], empty_of(score_sizes[:2], ir.F32Type.get()), _maps(2, [0, 1], [0, 1]), rows2, safe
+    )
+    p = generic(
+        [x, m_safe],
+        empty_of(score_sizes, ir.F32Type.get()),
+        _maps(3, [0, 1, 2], [0, 1], [0, 1, 2]),
+        ["parallel"] * 3,
+        lambda a, b, _: dialects.math.Exp2Op(dialects.arith.SubFOp(a, b).result).result,
+    )
+    alpha = generic(
+        [m, m_safe],
+        empty_of(score_sizes[:2], ir.F32Type.get()),
+        _maps(2, [0, 1], [0, 1], [0, 1]),
+        rows2,
+        lambda a, b, _: dialects.math.Exp2Op(dialects.arith.SubFOp(a, b).result).result,
+    )
+    l_scaled = generic(
+        [total, alpha],
+        empty_of(score_sizes[:2], ir.F32Type.get()),
+        _maps(2, [0, 1], [0, 1], [0, 1]),
+        rows2,
+        lambda a, b, _: _mul(a, b),
+    )
+    l_new = generic([p], l_scaled, _maps(3, [0, 1, 2], [0, 1]), row, lambda a, b: _add(a, b))
+    acc_scaled = generic(
+        [acc, alpha],
+        empty_of([score_sizes[0], score_sizes[1], size_of(acc, 2)], ir.F32Type.get()),
+        _maps(3, [0, 1, 2], [0, 1], [0, 1, 2]),
+        ["parallel"] * 3,
+        lambda a, b, _: _mul(a, b),
+    )
+    acc_new = generic(
+        [p, v_j],
+        acc_scaled,
+        _maps(4, [0, 1, 3], [0, 3, 2], [0, 1, 2]),
+        ["parallel", "parallel", "parallel", "reduction"],
+        lambda a, b, c: _add(c, _mul(a, to_f32(b))),
+    )
+    return [m_new, l_new, acc_new]

@@ -1,0 +1,53 @@
+"""fusion-online-softmax: rewrites each fused attention as our FlashAttention-2 loop nest.
+
+Q is tiled by ``block-q`` rows; a loop over ``block-k`` keys keeps a running max, a
+running sum and a rescaled accumulator, with exp2 and the scale folded in, and divides
+once at the end (``dialects/flash.py``). Masks, biases and the score region (softcap)
+are carried into the loop body; no tensor of Nq×Nk scores is created.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fusion_compiler.dialects import flash, linalg_ext
+
+from fusion_compiler import remarks
+from fusion_compiler.ir import ir
+
+NAME = "fusion-online-softmax"
+
+
+@dataclass(frozen=True)
+class Options:
+    block_q: int = 64
+    block_k: int = 64
+
+
+def rewrite_online_softmax(op: ir.Operation, form: flash.Layout, options: Options) -> None:
+    """iree_linalg_ext.attention -> scf.for(Q blocks) { scf.for(K blocks) { FA2 step } }."""
+    result = flash.build(op, form, options.block_q, options.block_k)
+    op.results[0].replace_all_uses_with(result)
+    op.erase()
+
+
+def run(module: ir.Operation, options: Options) -> None:
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == linalg_ext.ATTENTION:
+            found.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    for op in found:
+        form = flash.layout(op)
+        if isinstance(form, str):
+            remarks.emit(op.location, f"attention left to IREE: {form}")
+            continue
+        location = op.location
+        rewrite_online_softmax(op, form, options)
+        remarks.emit(
+            location,
+            f"attention rewritten as online softmax (blocks {options.block_q}x{options.block_k})",
+        )
