@@ -199,8 +199,6 @@ def build(found: Attention) -> ir.Value:
     q, k_transposed = found.qk.operands[0], found.qk.operands[1]
     v = found.pv.operands[1]
     result_type = found.pv.results[0].type
-    # Dialects load lazily: creating an op of an unloaded one makes an unregistered op.
-    found.pv.context.dialects["iree_linalg_ext"]
     term = found.score
     scale_value = term.slope if term.tanh_of is None else term.tanh_of
     with ir.InsertionPoint(found.pv), found.pv.location:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fusion_compiler import frontend, passes, signature
 from fusion_compiler.compiler import CompilerSession
-from fusion_compiler.dialects import softmax
+from fusion_compiler.dialects import flash, linalg_ext, softmax
 from fusion_compiler.errors import CompileError, Diagnostic, UnsupportedOpError
 from fusion_compiler.ir import ir
 from fusion_compiler.pipeline import join_pipeline, run_pipeline, split_pipeline
@@ -56,12 +56,13 @@ class IRDumper:
         self.count += 1
 
 
-def _count(module: ir.Operation, name: str) -> int:
+def _count(module: ir.Operation, name: str, attribute: str | None = None) -> int:
+    """Ops named ``name``, or carrying the unit attribute ``attribute``."""
     n = 0
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         nonlocal n
-        n += op.name == name
+        n += op.name == name or (attribute is not None and attribute in op.attributes)
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)
@@ -79,6 +80,7 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     compile_to: Stage | str = Stage.VMFB,
     pipeline: str | None = None,
     remarks: bool = False,
+    attention: str = "iree",
     cuda_arch: str = "sm_80",
 ) -> CompiledModule:
     """Compiles a PyTorch model or MLIR to an IREE module for ``target``.
@@ -88,9 +90,12 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     ``dump_ir``: a folder that receives the IR after every stage and pass.
     ``pipeline``: our pass pipeline, ``builtin.module(...)``; default DEFAULT_PIPELINE.
     ``remarks``: print what the passes found (and why they did not fuse) to stderr.
+    ``attention``: "iree" hands each fused attention to IREE's attention op;
+    "online-softmax" lowers it with our FlashAttention-2 rewrite (fusion-online-softmax).
     """
     compile_to = Stage.parse(compile_to)
     tgt = get_target(target, cuda_arch=cuda_arch)
+    default_elements = passes.default_pipeline(tgt.name, attention)
     dumper = IRDumper(dump_ir)
     session = CompilerSession(tgt, reproducer_dir=dump_ir)
     source = frontend.load_model(model, example_args, example_kwargs, dynamic_shapes)
@@ -116,7 +121,7 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     if compile_to is Stage.LINALG:
         return done(stage)
 
-    elements = split_pipeline(pipeline) if pipeline else passes.default_pipeline(tgt.name)
+    elements = split_pipeline(pipeline) if pipeline else default_elements
     for element in elements:
         found = run_pipeline(
             op, join_pipeline([element]), reproducer_dir=dump_ir, filename=filename
@@ -127,7 +132,8 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
         for remark in result.remarks:
             print(remark, file=sys.stderr)
     dumper.write(Stage.FUSED.value, op)
-    result.stats["attention_ops"] = _count(op, "iree_linalg_ext.attention")
+    # Fused attentions: IREE's op, or our online-softmax loop nest.
+    result.stats["attention_ops"] = _count(op, linalg_ext.ATTENTION, flash.MARKER)
     result.stats["softmax_ops"] = sum(
         isinstance(found, softmax.Softmax) for found in softmax.find_all(op)
     )

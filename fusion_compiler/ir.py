@@ -13,7 +13,6 @@ from iree.compiler import dialects, ir, passmanager, rewrite
 from iree.compiler.api import Output, Session
 from iree.compiler.api import ctypes_dl as _capi
 from iree.compiler.dialects import arith, linalg, math, scf, tensor  # noqa: F401
-
 from iree.compiler.extras.fx_importer import FxImporter
 
 __all__ = [

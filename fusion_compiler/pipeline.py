@@ -74,12 +74,19 @@ def _parse_options(name: str, text: str, options_type: type) -> object:
     return options_type(**values)
 
 
+_BUILT_DIALECTS = ("arith", "linalg", "math", "scf", "tensor", "iree_linalg_ext")
+
+
 def _python_pass(name: str, options_text: str, failures: list[BaseException]) -> Callable:
     module = passes.get_pass(name)
     options = _parse_options(name, options_text, module.Options)
 
     def run(op, pass_) -> None:
         try:
+            # Dialects load lazily, and an op of one not yet loaded is built unregistered
+            # (printed generic, unknown to folders): load what our builders create.
+            for dialect in _BUILT_DIALECTS:
+                op.context.dialects[dialect]
             module.run(op, options)
         except Exception as exc:  # a bug in the pass: fail the pipeline, keep the cause
             failures.append(exc)

@@ -32,7 +32,25 @@ DEFAULT_PIPELINES: dict[str, tuple[str, ...]] = {
 }
 
 
-def default_pipeline(target: str) -> list[str]:
+# attention="online-softmax": our FlashAttention-2 loop nest instead of IREE's op, on
+# every target (it needs none of IREE's attention code generation).
+ONLINE_SOFTMAX_PIPELINE: tuple[str, ...] = (
+    "fusion-detect-attention",
+    *_CLEANUP,
+    "fusion-online-softmax",
+    "fusion-find-softmax",
+)
+ATTENTION_MODES = ("iree", "online-softmax")
+
+
+def default_pipeline(target: str, attention: str = "iree") -> list[str]:
+    """Our passes for ``target``; ``attention`` picks who lowers the fused attention."""
+    if attention not in ATTENTION_MODES:
+        raise ValueError(
+            f"unknown attention mode {attention!r}; expected one of: {', '.join(ATTENTION_MODES)}"
+        )
+    if attention == "online-softmax":
+        return list(ONLINE_SOFTMAX_PIPELINE)
     return list(DEFAULT_PIPELINES[target])
 
 

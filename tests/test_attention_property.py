@@ -38,6 +38,7 @@ def cases(draw):
         gqa=draw(st.sampled_from(["repeat_interleave", "repeat_kv"])),
         dtype=draw(st.sampled_from([torch.float32, torch.float16])),
         batch=draw(st.integers(1, 2)),
+        attention=draw(st.sampled_from(["iree", "online-softmax"])),
     )
 
 
@@ -64,4 +65,4 @@ def test_random_variants_fuse_and_match(case: dict) -> None:
         case["head_dim"],
         case["dtype"],
     )
-    _check(model, example, fused=1)
+    _check(model, example, fused=1, attention=case["attention"])

@@ -20,9 +20,17 @@ def _inputs(b, h, hkv, nq, nk, d, dtype):
     )
 
 
-def _check(model: torch.nn.Module, example: tuple, fused: int) -> fc.CompiledModule:
+@pytest.fixture(params=["iree", "online-softmax"])
+def attention(request: pytest.FixtureRequest) -> str:
+    """Who lowers the fused attention: IREE's op, or our FlashAttention-2 rewrite."""
+    return request.param
+
+
+def _check(
+    model: torch.nn.Module, example: tuple, fused: int, attention: str = "iree"
+) -> fc.CompiledModule:
     """Compiles ``model``; checks the fused count and the numerics on fresh inputs."""
-    module = fc.compile(model, example_args=example)
+    module = fc.compile(model, example_args=example, attention=attention)
     assert module.stats["attention_ops"] == fused, module.remarks
     run = fc.load(module)
     fresh = tuple(torch.randn_like(x) if x.is_floating_point() else x for x in example)
@@ -37,9 +45,9 @@ def _check(model: torch.nn.Module, example: tuple, fused: int) -> fc.CompiledMod
 
 
 @pytest.mark.parametrize("scale_on", ["scores-mul", "scores-div", "q", "k", "none"])
-def test_scale_forms(scale_on: str) -> None:
+def test_scale_forms(scale_on: str, attention: str) -> None:
     model = Attention(4, 77, 77, 32, scale_on=scale_on)
-    _check(model, _inputs(2, 4, 4, 77, 77, 32, torch.float32), fused=1)
+    _check(model, _inputs(2, 4, 4, 77, 77, 32, torch.float32), fused=1, attention=attention)
 
 
 @pytest.mark.parametrize(
@@ -55,31 +63,31 @@ def test_scale_forms(scale_on: str) -> None:
         "softcap-causal",
     ],
 )
-def test_masks_and_biases_cross_attention(mask: str) -> None:
+def test_masks_and_biases_cross_attention(mask: str, attention: str) -> None:
     # Nq != Nk, neither a tile multiple: the causal diagonal is aligned to the end.
     model = Attention(2, 77, 333, 32, mask=mask)
-    _check(model, _inputs(1, 2, 2, 77, 333, 32, torch.float32), fused=1)
+    _check(model, _inputs(1, 2, 2, 77, 333, 32, torch.float32), fused=1, attention=attention)
 
 
-def test_boolean_padding_mask_input() -> None:
+def test_boolean_padding_mask_input(attention: str) -> None:
     q, k, v = _inputs(2, 2, 2, 19, 23, 16, torch.float32)
     keep = torch.ones(2, 23, dtype=torch.bool)
     keep[0, 17:] = False
     keep[1, 5:9] = False
-    _check(PaddingMaskAttention(), (q, k, v, keep), fused=1)
+    _check(PaddingMaskAttention(), (q, k, v, keep), fused=1, attention=attention)
 
 
 @pytest.mark.parametrize("gqa", ["repeat_interleave", "repeat_kv"])
 @pytest.mark.parametrize("kv_heads", [1, 2])
-def test_grouped_and_multi_query(gqa: str, kv_heads: int) -> None:
+def test_grouped_and_multi_query(gqa: str, kv_heads: int, attention: str) -> None:
     model = Attention(4, 33, 33, 32, gqa=gqa, kv_heads=kv_heads, mask="causal-tril")
-    _check(model, _inputs(1, 4, kv_heads, 33, 33, 32, torch.float32), fused=1)
+    _check(model, _inputs(1, 4, kv_heads, 33, 33, 32, torch.float32), fused=1, attention=attention)
 
 
 @pytest.mark.parametrize("head_dim", [32, 64, 80, 96, 128])
-def test_head_dims(head_dim: int) -> None:
+def test_head_dims(head_dim: int, attention: str) -> None:
     model = Attention(2, 40, 50, head_dim)
-    _check(model, _inputs(1, 2, 2, 40, 50, head_dim, torch.float32), fused=1)
+    _check(model, _inputs(1, 2, 2, 40, 50, head_dim, torch.float32), fused=1, attention=attention)
 
 
 class _SDPA(torch.nn.Module):
@@ -92,6 +100,7 @@ class _SDPA(torch.nn.Module):
 )
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_head_dims_above_128_are_decomposed(model: torch.nn.Module, dtype: torch.dtype) -> None:
+    """With attention="iree"; the online-softmax rewrite takes them fused (below)."""
     # IREE 3.13 computes attention wrongly when the QK contraction exceeds 128 (on CPU
     # and CUDA; IREE's own SDPA lowering too): such attention is decomposed instead.
     module = _check(model, _inputs(1, 2, 2, 40, 50, 160, dtype), fused=0)
@@ -100,9 +109,21 @@ def test_head_dims_above_128_are_decomposed(model: torch.nn.Module, dtype: torch
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("upcast", [False, True])
-def test_half_precision(dtype: torch.dtype, upcast: bool) -> None:
+def test_half_precision(dtype: torch.dtype, upcast: bool, attention: str) -> None:
     model = Attention(4, 77, 77, 64, mask="causal-tril", upcast=upcast)
-    _check(model, _inputs(1, 4, 4, 77, 77, 64, dtype), fused=1)
+    _check(model, _inputs(1, 4, 4, 77, 77, 64, dtype), fused=1, attention=attention)
+
+
+@pytest.mark.parametrize("head_dim", [160, 256])
+def test_head_dims_above_128_fused_by_online_softmax(head_dim: int) -> None:
+    model = Attention(2, 40, 50, head_dim, mask="softcap-causal")
+    example = _inputs(1, 2, 2, 40, 50, head_dim, torch.float32)
+    _check(model, example, fused=1, attention="online-softmax")
+
+
+def test_unknown_attention_mode() -> None:
+    with pytest.raises(ValueError, match="unknown attention mode 'flash'"):
+        fc.compile("module {}", attention="flash")
 
 
 @pytest.mark.parametrize(
@@ -119,13 +140,15 @@ def test_not_fused_and_says_why(model: torch.nn.Module, reason: str) -> None:
     ), module.remarks
 
 
-def test_two_layer_decoder_all_attention_fused() -> None:
+def test_two_layer_decoder_all_attention_fused(attention: str) -> None:
     # Two RoPE + GQA + causal layers written by hand, and nn.MultiheadAttention over
     # a longer memory: three attentions, all fused.
     from models import TwoLayerDecoder
 
     model = TwoLayerDecoder().eval()
-    module = _check(model, (torch.randn(2, 77, 64), torch.randn(2, 133, 64)), fused=3)
+    module = _check(
+        model, (torch.randn(2, 77, 64), torch.randn(2, 133, 64)), fused=3, attention=attention
+    )
     assert module.stats["softmax_ops"] == 0
 
 
@@ -146,12 +169,14 @@ def test_fusing_drops_the_dispatch_count() -> None:
     assert fused.stats["dispatches"] < alone.stats["dispatches"]
 
 
-def test_dynamic_sequence_length_fused_once_run_at_three_lengths() -> None:
+def test_dynamic_sequence_length_fused_once_run_at_three_lengths(attention: str) -> None:
     from models import ExplicitAttentionBlock
 
     model = ExplicitAttentionBlock().eval()
     n = torch.export.Dim("n", min=2, max=512)
-    module = fc.compile(model, (torch.randn(2, 16, 64),), dynamic_shapes={"x": {1: n}})
+    module = fc.compile(
+        model, (torch.randn(2, 16, 64),), dynamic_shapes={"x": {1: n}}, attention=attention
+    )
     assert module.stats["attention_ops"] == 1 and module.stats["softmax_ops"] == 0
     run = fc.load(module)
     for length in (5, 77, 300):

@@ -24,6 +24,12 @@ def _parser() -> argparse.ArgumentParser:
         help="stop at this stage (default vmfb)",
     )
     p.add_argument("--pipeline", help="our pass pipeline, builtin.module(...)")
+    p.add_argument(
+        "--attention",
+        default="iree",
+        choices=["iree", "online-softmax"],
+        help="who lowers fused attention: IREE's op, or our FlashAttention-2 rewrite",
+    )
     p.add_argument("--remarks", action="store_true", help="print what the passes found")
     return p
 
@@ -39,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             compile_to=args.compile_to,
             pipeline=args.pipeline,
             remarks=args.remarks,
+            attention=args.attention,
         )
     except FusionCompilerError as exc:
         print(f"fusion-compile: error: {exc}", file=sys.stderr)

@@ -1,0 +1,113 @@
+// RUN: fusion-opt %s --split-input-file --verify-diagnostics \
+// RUN:   --pass-pipeline='builtin.module(fusion-online-softmax{block-q=32 block-k=64})' \
+// RUN:   | FileCheck %s
+
+// Q tiled by 32 rows, a loop over 64-key blocks with running max, running sum and a
+// rescaled accumulator; exp2 with the scale folded in; one division after the loop.
+// No tensor of 100x120 scores anywhere.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+func.func @plain(%q: tensor<4x100x16xf16>, %k: tensor<4x120x16xf16>, %v: tensor<4x120x8xf16>) -> tensor<4x100x8xf16> {
+  %scale = arith.constant 0.25 : f32
+  %e = tensor.empty() : tensor<4x100x8xf16>
+  // expected-remark @below {{attention rewritten as online softmax (blocks 32x64)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #o]}>
+      ins(%q, %k, %v, %scale : tensor<4x100x16xf16>, tensor<4x120x16xf16>, tensor<4x120x8xf16>, f32)
+      outs(%e : tensor<4x100x8xf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<4x100x8xf16>
+  return %o : tensor<4x100x8xf16>
+}
+// CHECK-LABEL: func.func @plain(
+// CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<4x100x16xf16>, %[[K:[a-z0-9]+]]: tensor<4x120x16xf16>, %[[V:[a-z0-9]+]]: tensor<4x120x8xf16>
+// CHECK: %[[LOG2E:.+]] = arith.constant 1.44269502 : f32
+// CHECK: %[[SCALE2:.+]] = arith.mulf %{{.+}}, %[[LOG2E]] : f32
+// CHECK-DAG: %[[C100:.+]] = arith.constant 100 : index
+// CHECK-DAG: %[[C32:.+]] = arith.constant 32 : index
+// CHECK: %[[OUT:.+]] = scf.for %[[I:[a-z0-9_]+]] = %{{.+}} to %[[C100]] step %[[C32]] iter_args(%[[ACC_O:.+]] = %{{.+}}) -> (tensor<4x100x8xf16>)
+// CHECK: %[[QI:.+]] = tensor.extract_slice %[[Q]][0, %[[I]], 0] [4, %{{.+}}, 16] [1, 1, 1]
+// CHECK: %[[M0:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<4x?xf32>)
+// CHECK: %[[C120:.+]] = arith.constant 120 : index
+// CHECK: %[[C64:.+]] = arith.constant 64 : index
+// CHECK: %[[LOOP:.+]]:3 = scf.for %[[J:[a-z0-9_]+]] = %{{.+}} to %[[C120]] step %[[C64]] iter_args(%[[M:.+]] = %[[M0]], %[[L:.+]] = %{{.+}}, %[[ACC:.+]] = %{{.+}}) -> (tensor<4x?xf32>, tensor<4x?xf32>, tensor<4x?x8xf32>)
+// CHECK: %[[KJ:.+]] = tensor.extract_slice %[[K]][0, %[[J]], 0] [4, %{{.+}}, 16] [1, 1, 1]
+// CHECK: %[[VJ:.+]] = tensor.extract_slice %[[V]][0, %[[J]], 0] [4, %{{.+}}, 8] [1, 1, 1]
+// CHECK: linalg.generic {{.*}} ins(%[[QI]], %[[KJ]] : tensor<4x?x16xf16>, tensor<4x?x16xf16>) outs(%{{.+}} : tensor<4x?x?xf32>)
+// CHECK: arith.mulf %{{.+}}, %[[SCALE2]] : f32
+// CHECK: arith.maximumf
+// CHECK: math.exp2
+// CHECK: math.exp2
+// CHECK: linalg.generic {{.*}} ins(%{{.+}}, %[[VJ]] : tensor<4x?x?xf32>, tensor<4x?x8xf16>)
+// CHECK: scf.yield
+// CHECK: arith.divf
+// CHECK: arith.truncf %{{.+}} : f32 to f16
+// CHECK: tensor.insert_slice %{{.+}} into %[[ACC_O]][0, %[[I]], 0]
+// CHECK: } {fusion.online_softmax}
+// CHECK: return %[[OUT]]
+// CHECK-NOT: tensor<4x100x120x
+
+// -----
+
+// A mask is read one (32, 64) block at a time; K stored transposed (batch, k1, k2);
+// the score region (a softcap) is inlined into the block's logits.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#kt = affine_map<(d0, d1, d2, d3, d4) -> (d0, d3, d4)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#m = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+func.func @masked(%q: tensor<4x100x16xf32>, %kt: tensor<4x16x120xf32>, %v: tensor<4x120x8xf32>,
+                  %mask: tensor<4x100x120xf32>) -> tensor<4x100x8xf32> {
+  %scale = arith.constant 0.25 : f32
+  %e = tensor.empty() : tensor<4x100x8xf32>
+  // expected-remark @below {{attention rewritten as online softmax}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #kt, #v, #s, #m, #o]}>
+      ins(%q, %kt, %v, %scale, %mask : tensor<4x100x16xf32>, tensor<4x16x120xf32>, tensor<4x120x8xf32>, f32, tensor<4x100x120xf32>)
+      outs(%e : tensor<4x100x8xf32>) {
+    ^bb0(%x: f32):
+      %c = arith.constant 0.0231049061 : f32
+      %in = arith.mulf %x, %c : f32
+      %t = math.tanh %in : f32
+      %cap = arith.constant 43.2808495 : f32
+      %y = arith.mulf %t, %cap : f32
+      iree_linalg_ext.yield %y : f32
+  } -> tensor<4x100x8xf32>
+  return %o : tensor<4x100x8xf32>
+}
+// CHECK-LABEL: func.func @masked(
+// CHECK-SAME: %[[KT:[a-z0-9]+]]: tensor<4x16x120xf32>, %{{.+}}: tensor<4x120x8xf32>, %[[MASK:[a-z0-9]+]]: tensor<4x100x120xf32>
+// CHECK: scf.for %[[I:[a-z0-9_]+]] =
+// CHECK: scf.for %[[J:[a-z0-9_]+]] =
+// CHECK: tensor.extract_slice %[[KT]][0, 0, %[[J]]] [4, 16, %{{.+}}]
+// CHECK: %[[MIJ:.+]] = tensor.extract_slice %[[MASK]][0, %[[I]], %[[J]]] [4, %{{.+}}, %{{.+}}]
+// CHECK: linalg.generic {{.*}} ins(%{{.+}}, %[[MIJ]] : tensor<4x?x?xf32>, tensor<4x?x?xf32>)
+// CHECK: math.tanh
+// CHECK: arith.addf
+// CHECK: math.exp2
+
+// -----
+
+// Dynamic sizes stay with IREE's op, and the remark says why.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+func.func @dynamic(%q: tensor<4x?x16xf32>, %k: tensor<4x?x16xf32>, %v: tensor<4x?x8xf32>, %e: tensor<4x?x8xf32>) -> tensor<4x?x8xf32> {
+  %scale = arith.constant 0.25 : f32
+  // expected-remark @below {{attention left to IREE: dynamic shapes}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #o]}>
+      ins(%q, %k, %v, %scale : tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x8xf32>, f32)
+      outs(%e : tensor<4x?x8xf32>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<4x?x8xf32>
+  return %o : tensor<4x?x8xf32>
+}
+// CHECK-LABEL: func.func @dynamic(
+// CHECK: iree_linalg_ext.attention
+// CHECK-NOT: scf.for
