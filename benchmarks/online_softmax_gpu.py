@@ -1,0 +1,156 @@
+"""The online-softmax path on the H200: correctness on CUDA and Vulkan, memory against N.
+
+On the CPU machine:   .venv/bin/python benchmarks/online_softmax_gpu.py prepare build/os
+On the GPU machine:   python3 benchmarks/online_softmax_gpu.py check build/os [--vulkan]
+
+``prepare`` compiles variants with attention="online-softmax" for target="cuda" (and
+"vulkan"), and an fp16 attention (B=1, H=8, D=64) at N = 4096 ... 32768 for the
+memory series (no mask). ``check`` runs them: relative error against float64 PyTorch on the GPU,
+and for the series the device memory in use (nvidia-smi) after the run, above what was
+in use before the module was loaded, with inputs kept on the device.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
+from variants import Attention  # noqa: E402
+
+import fusion_compiler as fc  # noqa: E402
+
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+BOUND = {F32: 1e-4, F16: 3e-3, BF16: 2e-2}
+BLOCKS = "builtin.module(fusion-detect-attention,fusion-online-softmax{block-q=256 block-k=256})"
+
+
+def qkv(b, h, hkv, nq, nk, d, dtype):
+    return [((b, h, nq, d), dtype), ((b, hkv, nk, d), dtype), ((b, hkv, nk, d), dtype)]
+
+
+VARIANTS = {
+    "causal_f16": (
+        lambda: Attention(8, 300, 300, 64, mask="causal-tril", upcast=True),
+        qkv(1, 8, 8, 300, 300, 64, F16),
+    ),
+    "alibi_cross_bf16": (
+        lambda: Attention(4, 77, 333, 128, mask="alibi", upcast=True),
+        qkv(1, 4, 4, 77, 333, 128, BF16),
+    ),
+    "softcap_causal_f32": (
+        lambda: Attention(4, 200, 200, 64, mask="softcap-causal"),
+        qkv(1, 4, 4, 200, 200, 64, F32),
+    ),
+    "gqa_f16_d256": (
+        lambda: Attention(
+            8, 128, 128, 256, gqa="repeat_kv", kv_heads=2, mask="causal-iota", upcast=True
+        ),
+        qkv(1, 8, 2, 128, 128, 256, F16),
+    ),
+}
+SERIES = [4096, 8192, 16384, 32768]
+
+
+def _example(specs):
+    return tuple(torch.randn(shape).to(dtype) for shape, dtype in specs)
+
+
+def _series_model(n):
+    # No mask: a mask is still materialised at (B·H, N, N) before the loop (see README).
+    return Attention(8, n, n, 64, upcast=True)
+
+
+def prepare(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    stats = {}
+    for target in ("cuda", "vulkan"):
+        for name, (factory, specs) in VARIANTS.items():
+            torch.manual_seed(0)
+            model = factory().eval()
+            module = fc.compile(model, example_args=_example(specs), target=target, pipeline=BLOCKS)
+            module.save(folder / f"{name}.{target}.vmfb")
+            torch.save(model.state_dict(), folder / f"{name}.pt")
+            stats[f"{name}.{target}"] = module.stats
+    for n in SERIES:
+        model = _series_model(n)
+        module = fc.compile(
+            model,
+            example_args=_example(qkv(1, 8, 8, n, n, 64, F16)),
+            target="cuda",
+            pipeline=BLOCKS,
+        )
+        module.save(folder / f"series_{n}.cuda.vmfb")
+        stats[f"series_{n}"] = module.stats
+    (folder / "stats.json").write_text(json.dumps(stats, indent=1))
+    print(json.dumps(stats))
+
+
+def _used_mib() -> int:
+    out = subprocess.run(
+        ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return int(out.split()[0])
+
+
+def check(folder: Path, vulkan: bool) -> int:
+    stats = json.loads((folder / "stats.json").read_text())
+    failed = 0
+    print(f"{'case':<28} {'fused':>5} {'rel. error':>10} {'bound':>6}")
+    for target, device in [("cuda", "cuda")] + ([("vulkan", "vulkan")] if vulkan else []):
+        for name, (factory, specs) in VARIANTS.items():
+            model = factory().eval()
+            model.load_state_dict(torch.load(folder / f"{name}.pt"))
+            label = f"{name}.{target}"
+            try:
+                run = fc.load(folder / f"{label}.vmfb", device=device)
+                inputs = _example(specs)
+                got = run(*inputs)
+            except Exception as exc:  # report and go on: one failing device is a result
+                print(f"{label:<28} FAILED: {str(exc).splitlines()[0][:150]}")
+                failed += 1
+                continue
+            with torch.no_grad():
+                want = model.double().cuda()(*(x.double().cuda() for x in inputs)).cpu()
+            error = ((got.double() - want).norm() / want.norm()).item()
+            bound = BOUND[specs[0][1]]
+            failed += not error < bound
+            mark = "" if error < bound else "  WRONG"
+            print(
+                f"{label:<28} {stats[label]['attention_ops']:>5} {error:>10.1e} {bound:>6.0e}{mark}"
+            )
+    print(f"\n{'N':>6} {'MiB above baseline':>19} {'ms/call':>8}  (fp16, no mask, B=1 H=8 D=64)")
+    for n in SERIES:
+        before = _used_mib()
+        run = fc.load(folder / f"series_{n}.cuda.vmfb", device="cuda")
+        function = run["main"]
+        arrays = [function._to_device(x) for x in _example(qkv(1, 8, 8, n, n, 64, F16))]
+        raw = function._function
+        raw(*arrays)  # warm-up; arrays stay on the device
+        start = time.perf_counter()
+        for _ in range(3):
+            out = raw(*arrays)
+        if hasattr(out, "to_host"):
+            out.to_host()
+        ms = (time.perf_counter() - start) / 3 * 1e3
+        print(f"{n:>6} {_used_mib() - before:>19} {ms:>8.1f}")
+        del run, function, arrays, raw, out
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    command, folder = sys.argv[1], Path(sys.argv[2])
+    if command == "prepare":
+        prepare(folder)
+    else:
+        sys.exit(check(folder, "--vulkan" in sys.argv))
