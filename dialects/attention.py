@@ -223,22 +223,3 @@ def build(found: Attention) -> ir.Value:
             else:
                 softcap_region(block, term.slope)
     return op.results[0]
-
-
-def erase_dead(ops: list[ir.Operation]) -> None:
-    """Erases the replaced ops, users first, and the producers left without users."""
-    pending = list(ops)
-    while True:
-        dead = next((op for op in pending if all(not list(r.uses) for r in op.results)), None)
-        if dead is None:
-            return
-        pending = [op for op in pending if op != dead]
-        for producer in (linalg.producer(v) for v in dead.operands):
-            if producer is not None and _pure(producer) and producer not in pending:
-                pending.append(producer)
-        dead.erase()
-
-
-def _pure(op: ir.Operation) -> bool:
-    """Ops on tensors with no effect but their results: safe to erase once unused."""
-    return op.name.startswith(("linalg.", "tensor.")) or op.name == "arith.constant"

@@ -143,3 +143,130 @@ def tile_size(start: ir.Value, bound: Size, step: int) -> ir.Value:
     bound_value = bound if isinstance(bound, ir.Value) else index(bound)
     remaining = dialects.arith.SubIOp(bound_value, start).result
     return dialects.arith.MinSIOp(remaining, index(step)).result
+
+
+def _affine_position(expr: ir.AffineExpr) -> int | None:
+    """The dim of a dim expression, None for the constant 0 (a broadcast unit dim)."""
+    if isinstance(expr, ir.AffineDimExpr):
+        return expr.position
+    if isinstance(expr, ir.AffineConstantExpr) and expr.value == 0:
+        return None
+    raise ValueError(f"unsupported indexing expression {expr}")
+
+
+def tile_of(value: ir.Value, offsets: list[Size], sizes: list[Size], depth: int = 8) -> ir.Value:
+    """The tile ``value[offsets : offsets + sizes]``, recomputed from its producers.
+
+    Elementwise generics, fills and batch-collapsing reshapes are re-run on tiles of their
+    inputs (producer fusion), so a mask built from iota/compare or a broadcast buffer is
+    never materialised whole; anything else is sliced.
+    """
+    if ir.RankedTensorType(value.type).rank == 0:
+        return value
+    op = value.owner.operation if not isinstance(value.owner, ir.Block) else None
+    if op is None or depth == 0:
+        return extract_slice(value, offsets, sizes)
+    element = ir.RankedTensorType(value.type).element_type
+    while op.name in ("tensor.expand_shape", "tensor.collapse_shape"):  # a reshaped fill?
+        source = op.operands[0].owner
+        if isinstance(source, ir.Block) or source.operation.name != "linalg.fill":
+            break
+        op = source.operation
+    if op.name == "linalg.fill":
+        return dialects.linalg.fill(op.operands[0], outs=[empty_of(sizes, element)])
+    if op.name == "linalg.generic" and len(op.results) == 1 and _is_elementwise(op):
+        maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
+        n_inputs = len(maps) - 1
+        tiled = []
+        for operand, map_ in zip(list(op.operands)[:n_inputs], maps[:n_inputs], strict=True):
+            positions = [_affine_position(e) for e in map_.results]
+            tiled.append(
+                tile_of(
+                    operand,
+                    [0 if p is None else offsets[p] for p in positions],
+                    [1 if p is None else sizes[p] for p in positions],
+                    depth - 1,
+                )
+            )
+        init = empty_of(sizes, element)
+        clone = op.clone()
+        _shift_indices(clone, offsets)
+        for i, operand in enumerate(tiled):
+            clone.operands[i] = operand
+        clone.operands[n_inputs] = init
+        clone.results[0].set_type(
+            ir.RankedTensorType.get(
+                [s if isinstance(s, int) else ir.ShapedType.get_dynamic_size() for s in sizes],
+                element,
+            )
+        )
+        return clone.results[0]
+    if op.name == "tensor.collapse_shape":
+        groups = [[ir.IntegerAttr(i).value for i in g] for g in op.attributes["reassociation"]]
+        source = op.operands[0]
+        if all(len(g) == 1 for g in groups[1:]) and _full_dim(value, 0, offsets, sizes):
+            # (A, B, ...) -> (A·B, ...): the collapsed batch is taken whole
+            first = groups[0]
+            src_offsets = [0] * len(first) + [offsets[k] for k in range(1, len(groups))]
+            src_sizes = [size_of(source, a) for a in first] + [
+                sizes[k] for k in range(1, len(groups))
+            ]
+            tile = tile_of(source, src_offsets, src_sizes, depth - 1)
+            result = ir.RankedTensorType.get(
+                [s if isinstance(s, int) else ir.ShapedType.get_dynamic_size() for s in sizes],
+                element,
+            )
+            return dialects.tensor.CollapseShapeOp(
+                result, tile, op.attributes["reassociation"]
+            ).result
+    return extract_slice(value, offsets, sizes)
+
+
+def _is_elementwise(op: ir.Operation) -> bool:
+    """All parallel, an identity output map, and a payload that never reads the output."""
+    kinds = [str(a) for a in op.attributes["iterator_types"]]
+    out = ir.AffineMapAttr(op.attributes["indexing_maps"][len(op.operands) - 1]).value
+    reads_out = bool(list(op.regions[0].blocks[0].arguments[-1].uses))
+    parallel = all("parallel" in k for k in kinds)
+    return parallel and out == ir.AffineMap.get_identity(out.n_dims) and not reads_out
+
+
+def _shift_indices(op: ir.Operation, offsets: list[Size]) -> None:
+    """In a generic re-run on a tile, ``linalg.index d`` must still give the global index."""
+    for body_op in list(op.regions[0].blocks[0].operations):
+        if body_op.operation.name != "linalg.index":
+            continue
+        offset = offsets[ir.IntegerAttr(body_op.operation.attributes["dim"]).value]
+        if isinstance(offset, int) and offset == 0:
+            continue
+        local = body_op.operation.results[0]
+        with ir.InsertionPoint.after(body_op.operation):
+            shift = offset if isinstance(offset, ir.Value) else index(offset)
+            global_ = dialects.arith.AddIOp(local, shift)
+        local.replace_all_uses_except(global_.result, global_.operation)
+
+
+def _full_dim(value: ir.Value, axis: int, offsets: list[Size], sizes: list[Size]) -> bool:
+    """Whether the tile covers axis ``axis`` of ``value`` entirely (statically known)."""
+    size = ir.RankedTensorType(value.type).shape[axis]
+    return offsets[axis] == 0 and isinstance(sizes[axis], int) and sizes[axis] == size
+
+
+def erase_dead(ops: list[ir.Operation]) -> None:
+    """Erases the replaced ops, users first, and the producers left without users."""
+    pending = list(ops)
+    while True:
+        dead = next((op for op in pending if all(not list(r.uses) for r in op.results)), None)
+        if dead is None:
+            return
+        pending = [op for op in pending if op != dead]
+        for producer in (v.owner for v in dead.operands):
+            if not isinstance(producer, ir.Block) and _pure(producer.operation):
+                if producer.operation not in pending:
+                    pending.append(producer.operation)
+        dead.erase()
+
+
+def _pure(op: ir.Operation) -> bool:
+    """Ops on tensors with no effect but their results: safe to erase once unused."""
+    return op.name.startswith(("linalg.", "tensor.")) or op.name == "arith.constant"

@@ -32,6 +32,7 @@ from fusion_compiler.dialects.builders import (
     index,
     insert_slice,
     size_of,
+    tile_of,
     tile_size,
     times,
     to_f32,
@@ -119,7 +120,8 @@ def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Valu
                 else:
                     k_j = extract_slice(k, [0, j, 0], [batch, tk, depth])
                 v_j = extract_slice(v, [0, j, 0], [batch, tk, width])
-                mask_ij = extract_slice(mask, [0, i, j], [batch, tm, tk]) if mask else None
+                # the mask's producers re-run on this block: no (N, N) mask is needed
+                mask_ij = tile_of(mask, [0, i, j], [batch, tm, tk]) if mask else None
                 step = _block_step(
                     op, q_i, k_j, v_j, mask_ij, log2_scale, m, total, acc, [batch, tm, tk], form
                 )

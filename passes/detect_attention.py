@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fusion_compiler.dialects import attention, score
+from fusion_compiler.dialects.builders import erase_dead
 
 from fusion_compiler import remarks
 from fusion_compiler.ir import ir
@@ -39,7 +40,7 @@ def fuse_attention(found: attention.Attention) -> None:
     """batch_matmul(softmax(f(batch_matmul(Q, Kᵀ))), V) -> iree_linalg_ext.attention."""
     fused = attention.build(found)
     found.pv.results[0].replace_all_uses_with(fused)
-    attention.erase_dead(found.ops)
+    erase_dead(found.ops)
 
 
 def run(module: ir.Operation, options: Options) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fusion_compiler.dialects import flash, linalg_ext
+from fusion_compiler.dialects.builders import erase_dead
 
 from fusion_compiler import remarks
 from fusion_compiler.ir import ir
@@ -28,7 +29,7 @@ def rewrite_online_softmax(op: ir.Operation, form: flash.Layout, options: Option
     """iree_linalg_ext.attention -> scf.for(Q blocks) { scf.for(K blocks) { FA2 step } }."""
     result = flash.build(op, form, options.block_q, options.block_k)
     op.results[0].replace_all_uses_with(result)
-    op.erase()
+    erase_dead([op])  # and the mask producers, now re-run per block inside the loop
 
 
 def run(module: ir.Operation, options: Options) -> None:

@@ -111,3 +111,52 @@ func.func @dynamic(%q: tensor<4x?x16xf32>, %k: tensor<4x?x16xf32>, %v: tensor<4x
 // CHECK-LABEL: func.func @dynamic(
 // CHECK: iree_linalg_ext.attention
 // CHECK-NOT: scf.for
+
+// -----
+
+// A causal mask generated from iota/compare (as fusion-detect-attention makes it):
+// re-run on each (32, 64) block inside the loop, with linalg.index shifted to global
+// row and column; no 100x120 mask is built.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#m = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @generated_mask(%q: tensor<4x100x16xf32>, %k: tensor<4x120x16xf32>, %v: tensor<4x120x8xf32>) -> tensor<4x100x8xf32> {
+  %scale = arith.constant 0.25 : f32
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %ez = tensor.empty() : tensor<4x100x120xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%ez : tensor<4x100x120xf32>) -> tensor<4x100x120xf32>
+  %mask = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%z : tensor<4x100x120xf32>) outs(%ez : tensor<4x100x120xf32>) {
+  ^bb0(%a: f32, %out: f32):
+    %row = linalg.index 1 : index
+    %col = linalg.index 2 : index
+    %future = arith.cmpi ugt, %col, %row : index
+    %r = arith.select %future, %ninf, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<4x100x120xf32>
+  %e = tensor.empty() : tensor<4x100x8xf32>
+  // expected-remark @below {{attention rewritten as online softmax}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
+      ins(%q, %k, %v, %scale, %mask : tensor<4x100x16xf32>, tensor<4x120x16xf32>, tensor<4x120x8xf32>, f32, tensor<4x100x120xf32>)
+      outs(%e : tensor<4x100x8xf32>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<4x100x8xf32>
+  return %o : tensor<4x100x8xf32>
+}
+// CHECK-LABEL: func.func @generated_mask(
+// CHECK-NOT: tensor<4x100x120xf32>
+// CHECK: scf.for %[[I:[a-z0-9_]+]] =
+// CHECK: scf.for %[[J:[a-z0-9_]+]] =
+// CHECK: %[[ZT:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<4x?x?xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[ZT]] : tensor<4x?x?xf32>)
+// CHECK: %[[ROW:.+]] = linalg.index 1 : index
+// CHECK: %[[GROW:.+]] = arith.addi %[[ROW]], %[[I]] : index
+// CHECK: %[[COL:.+]] = linalg.index 2 : index
+// CHECK: %[[GCOL:.+]] = arith.addi %[[COL]], %[[J]] : index
+// CHECK: arith.cmpi ugt, %[[GCOL]], %[[GROW]] : index
+// CHECK-NOT: tensor<4x100x120xf32>
