@@ -4,10 +4,11 @@ On the CPU machine:   .venv/bin/python benchmarks/online_softmax_gpu.py prepare 
 On the GPU machine:   python3 benchmarks/online_softmax_gpu.py check build/os [--vulkan]
 
 ``prepare`` compiles variants with attention="online-softmax" for target="cuda" (and
-"vulkan"), and an fp16 attention (B=1, H=8, D=64) at N = 4096 ... 32768 for the
-memory series (causal, mask from iota/compare). ``check`` runs them: relative error against float64 PyTorch on the GPU,
-and for the series the device memory in use (nvidia-smi) after the run, above what was
-in use before the module was loaded, with inputs kept on the device.
+"vulkan"), and a causal fp16 attention (B=1, H=8, D=64, mask from iota/compare) at
+N = 4096 ... 32768 for the memory series. ``check`` runs them: relative error against
+float64 PyTorch on the GPU, and for the series the device memory in use (nvidia-smi)
+after the run, above what was in use before the module was loaded, with inputs kept on
+the device.
 """
 
 from __future__ import annotations

@@ -24,6 +24,19 @@ ATTENTION = "iree_linalg_ext.attention"
 LOG2E = 1.4426950408889634
 
 
+def find_all(module: ir.Operation) -> list[ir.Operation]:
+    """Every iree_linalg_ext.attention in ``module``, in order."""
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == ATTENTION:
+            found.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    return found
+
+
 def softcap_region(block: ir.Block, cap: float) -> None:
     """y = cap·log2(e)·tanh(x / log2(e)), i.e. ``cap·tanh(scale·s)`` in IREE's base 2."""
     f32 = ir.F32Type.get()

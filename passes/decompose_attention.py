@@ -32,15 +32,7 @@ def decompose_attention(op: ir.Operation) -> None:
 
 
 def run(module: ir.Operation, options: Options) -> None:
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == linalg_ext.ATTENTION:
-            found.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit)
-    for op in found:
+    for op in linalg_ext.find_all(module):
         head_dim = linalg_ext.head_dim(op)
         if head_dim <= options.above_head_dim:
             continue

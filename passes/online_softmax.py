@@ -33,15 +33,7 @@ def rewrite_online_softmax(op: ir.Operation, form: flash.Layout, options: Option
 
 
 def run(module: ir.Operation, options: Options) -> None:
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == linalg_ext.ATTENTION:
-            found.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit)
-    for op in found:
+    for op in linalg_ext.find_all(module):
         form = flash.layout(op)
         if isinstance(form, str):
             remarks.emit(op.location, f"attention left to IREE: {form}")

@@ -50,19 +50,19 @@ def test_scale_forms(scale_on: str, attention: str) -> None:
     _check(model, _inputs(2, 4, 4, 77, 77, 32, torch.float32), fused=1, attention=attention)
 
 
-@pytest.mark.parametrize(
-    "mask",
-    [
-        "causal-tril",
-        "causal-where",
-        "causal-additive",
-        "causal-iota",
-        "alibi",
-        "relative-bias",
-        "softcap",
-        "softcap-causal",
-    ],
-)
+FUSABLE_MASKS = [
+    "causal-tril",
+    "causal-where",
+    "causal-additive",
+    "causal-iota",
+    "alibi",
+    "relative-bias",
+    "softcap",
+    "softcap-causal",
+]
+
+
+@pytest.mark.parametrize("mask", FUSABLE_MASKS)
 def test_masks_and_biases_cross_attention(mask: str, attention: str) -> None:
     # Nq != Nk, neither a tile multiple: the causal diagonal is aligned to the end.
     model = Attention(2, 77, 333, 32, mask=mask)
