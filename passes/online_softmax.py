@@ -40,7 +40,13 @@ def run(module: ir.Operation, options: Options) -> None:
             continue
         location = op.location
         rewrite_online_softmax(op, form, options)
+        skipping = (
+            f", key blocks above the diagonal (offset {form.causal_offset}) skipped"
+            if form.causal_offset is not None
+            else ""
+        )
         remarks.emit(
             location,
-            f"attention rewritten as online softmax (blocks {options.block_q}x{options.block_k})",
+            f"attention rewritten as online softmax "
+            f"(blocks {options.block_q}x{options.block_k}{skipping})",
         )

@@ -185,3 +185,16 @@ def test_dynamic_sequence_length_fused_once_run_at_three_lengths(attention: str)
             assert rel_error(run(x), model(x)) < 1e-4
     with pytest.raises(fc.ArgumentError, match=r"expected \(2, \?, 64\) float32"):
         run(torch.randn(2, 5, 32))
+
+
+@pytest.mark.parametrize(("nq", "nk", "offset"), [(96, 96, 0), (40, 150, 110)])
+def test_online_softmax_skips_key_blocks_above_a_proven_causal_diagonal(
+    nq: int, nk: int, offset: int
+) -> None:
+    model = Attention(2, nq, nk, 32, mask="causal-iota")
+    module = _check(
+        model, _inputs(1, 2, 2, nq, nk, 32, torch.float32), fused=1, attention="online-softmax"
+    )
+    assert any(f"diagonal (offset {offset}) skipped" in r.message for r in module.remarks), (
+        module.remarks
+    )

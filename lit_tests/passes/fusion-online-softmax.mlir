@@ -116,7 +116,8 @@ func.func @dynamic(%q: tensor<4x?x16xf32>, %k: tensor<4x?x16xf32>, %v: tensor<4x
 
 // A causal mask generated from iota/compare (as fusion-detect-attention makes it):
 // re-run on each (32, 64) block inside the loop, with linalg.index shifted to global
-// row and column; no 100x120 mask is built.
+// row and column; no 100x120 mask is built. It is proven causal (keys > row masked),
+// so each row block's key loop stops at the diagonal: i + tm + 0, at most 120.
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
 #k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
 #v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
@@ -139,7 +140,7 @@ func.func @generated_mask(%q: tensor<4x100x16xf32>, %k: tensor<4x120x16xf32>, %v
     linalg.yield %r : f32
   } -> tensor<4x100x120xf32>
   %e = tensor.empty() : tensor<4x100x8xf32>
-  // expected-remark @below {{attention rewritten as online softmax}}
+  // expected-remark @below {{attention rewritten as online softmax (blocks 32x64, key blocks above the diagonal (offset 0) skipped)}}
   %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
       ins(%q, %k, %v, %scale, %mask : tensor<4x100x16xf32>, tensor<4x120x16xf32>, tensor<4x120x8xf32>, f32, tensor<4x100x120xf32>)
       outs(%e : tensor<4x100x8xf32>) {
@@ -151,7 +152,13 @@ func.func @generated_mask(%q: tensor<4x100x16xf32>, %k: tensor<4x120x16xf32>, %v
 // CHECK-LABEL: func.func @generated_mask(
 // CHECK-NOT: tensor<4x100x120xf32>
 // CHECK: scf.for %[[I:[a-z0-9_]+]] =
-// CHECK: scf.for %[[J:[a-z0-9_]+]] =
+// CHECK: %[[TM:.+]] = arith.minsi
+// CHECK: %[[C120:.+]] = arith.constant 120 : index
+// CHECK: %[[END:.+]] = arith.addi %[[I]], %[[TM]] : index
+// CHECK: %[[DIAG:.+]] = arith.addi %[[END]], %{{.+}} : index
+// CHECK: %[[POS:.+]] = arith.maxsi %[[DIAG]], %{{.+}} : index
+// CHECK: %[[UB:.+]] = arith.minsi %[[POS]], %[[C120]] : index
+// CHECK: scf.for %[[J:[a-z0-9_]+]] = %{{.+}} to %[[UB]] step
 // CHECK: %[[ZT:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<4x?x?xf32>)
 // CHECK: linalg.generic {{.*}} ins(%[[ZT]] : tensor<4x?x?xf32>)
 // CHECK: %[[ROW:.+]] = linalg.index 1 : index
