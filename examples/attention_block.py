@@ -24,14 +24,17 @@ def main() -> int:
     args = parser.parse_args()
     torch.manual_seed(0)
     x = torch.randn(2, 77, 64)
-    for name, model in [
-        ("explicit matmul/softmax/matmul", ExplicitAttentionBlock()),
-        ("SDPA, causal", SDPABlock(causal=True)),
+    for name, model, attention in [
+        ("explicit matmul/softmax/matmul", ExplicitAttentionBlock(), "iree"),
+        ("explicit, our online softmax", ExplicitAttentionBlock(), "online-softmax"),
+        ("SDPA, causal", SDPABlock(causal=True), "iree"),
     ]:
         model.eval()
-        dump = Path(args.dump_ir) / name.split()[0].strip(",").lower()
+        dump = Path(args.dump_ir) / f"{name.split()[0].strip(',').lower()}-{attention}"
         start = time.perf_counter()
-        module = fc.compile(model, example_args=(x,), target="cpu", dump_ir=dump)
+        module = fc.compile(
+            model, example_args=(x,), target="cpu", dump_ir=dump, attention=attention
+        )
         seconds = time.perf_counter() - start
         run = fc.load(module, device="local-task")
         fresh = torch.randn_like(x)
