@@ -100,7 +100,7 @@ def prepare(folder: Path) -> None:
 
 def check(folder: Path) -> int:
     stats = json.loads((folder / "stats.json").read_text())
-    print(f"{'case':<20} {'fused':>5} {'rel. error':>10} {'bound':>6} {'ms/call':>8}")
+    print(f"{'case':<20} {'fused':>5} {'rel. error':>10} {'bound':>6} {'ms/call':>8} {'out':>5}")
     failed = 0
     for name, (factory, specs) in CASES.items():
         model = factory().eval()
@@ -110,17 +110,19 @@ def check(folder: Path) -> int:
         with torch.no_grad():
             want = model.double().cuda()(*(x.double() for x in inputs)).cpu()
         got = run(*inputs)
-        error = ((got.double() - want).norm() / want.norm()).item()
+        where = got.device.type  # CUDA tensors in: the result stays on the GPU (DLPack)
+        error = ((got.cpu().double() - want).norm() / want.norm()).item()
         start = time.perf_counter()
         for _ in range(10):
             run(*inputs)
+        torch.cuda.synchronize()
         ms = (time.perf_counter() - start) / 10 * 1e3
         bound = BOUND[specs[0][1]]
         ok = error < bound  # NaN fails too
         failed += not ok
         fused = stats[name]["attention_ops"]
         mark = "" if ok else "  WRONG"
-        print(f"{name:<20} {fused:>5} {error:>10.1e} {bound:>6.0e} {ms:>8.2f}{mark}")
+        print(f"{name:<20} {fused:>5} {error:>10.1e} {bound:>6.0e} {ms:>8.2f} {where:>5}{mark}")
     return 1 if failed else 0
 
 

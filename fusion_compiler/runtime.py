@@ -13,6 +13,7 @@ from pathlib import Path
 import iree.runtime as rt
 import numpy as np
 import torch
+from torch.utils.dlpack import from_dlpack, to_dlpack
 
 from fusion_compiler.errors import ArgumentError, FusionCompilerError
 
@@ -20,6 +21,7 @@ from fusion_compiler.errors import ArgumentError, FusionCompilerError
 rt._binding.disable_leak_checker()
 
 _TENSOR = re.compile(r"tensor<([^>]*)>")
+_DLPACK_CUDA = 2  # DLDeviceType kDLCUDA
 _DTYPES: dict[str, torch.dtype] = {
     "f64": torch.float64,
     "f32": torch.float32,
@@ -68,10 +70,12 @@ def _specs(text: str) -> list[TensorSpec | None]:
 class Function:
     """One entry point of a loaded module: checks its arguments, converts, calls."""
 
-    def __init__(self, name: str, function, device: rt.HalDevice):
+    def __init__(self, name: str, function, device: rt.HalDevice, zero_copy: bool = False):
         self.name = name
         self._function = function
         self._device = device
+        # CUDA tensors go in and come out through DLPack when the module runs on "cuda".
+        self._zero_copy = zero_copy
         reflection = function.vm_function.reflection
         self.inputs: list[TensorSpec | None] | None = None
         if "fusion.inputs" in reflection:
@@ -87,10 +91,14 @@ class Function:
                 f"{self.name} takes {len(self.inputs)} tensor argument(s) "
                 f"({'; '.join(str(s or 'any tensor') for s in self.inputs)}), got {len(tensors)}"
             )
+        on_gpu = self._zero_copy and any(t.is_cuda for t in tensors)
+        if on_gpu:
+            torch.cuda.current_stream().synchronize()  # IREE reads on its own stream
         results = self._function(*[self._to_device(t) for t in tensors])
+        convert = self._to_cuda if on_gpu else self._to_torch
         if isinstance(results, (tuple, list)):
-            return tuple(self._to_torch(r) for r in results)
-        return self._to_torch(results)
+            return tuple(convert(r) for r in results)
+        return convert(results)
 
     def _check(self, index: int, arg: object) -> torch.Tensor:
         if isinstance(arg, np.ndarray):
@@ -110,6 +118,8 @@ class Function:
         return arg
 
     def _to_device(self, tensor: torch.Tensor) -> rt.DeviceArray | rt.HalBufferView:
+        if self._zero_copy and tensor.is_cuda:
+            return self._device.from_dlpack_capsule(to_dlpack(tensor.detach().contiguous()))
         host = tensor.detach().cpu().contiguous()
         if host.dtype in _BITS_AS:
             bits, element_type = _BITS_AS[host.dtype]
@@ -121,6 +131,18 @@ class Function:
                 element_type=element_type,
             )
         return rt.asdevicearray(self._device, host.numpy())
+
+    def _to_cuda(self, result) -> torch.Tensor:
+        """A result as a CUDA tensor: shared through DLPack where IREE can export it.
+
+        IREE 3.13's CUDA allocator cannot export the buffers it allocates for results
+        (measured: UNAVAILABLE), so those still travel device -> host -> device.
+        """
+        view = result._buffer_view if isinstance(result, rt.DeviceArray) else result
+        try:
+            return from_dlpack(self._device.create_dlpack_capsule(view, _DLPACK_CUDA, 0))
+        except RuntimeError:
+            return self._to_torch(result).cuda()
 
     def _to_torch(self, result) -> torch.Tensor:
         array = result.to_host()
@@ -157,7 +179,7 @@ class LoadedModule:
         if name not in self.function_names:
             raise KeyError(f"no function {name!r}; this module has {self.function_names}")
         module = self._context.modules[self._vm_module.name]
-        return Function(name, module[name], self.config.device)
+        return Function(name, module[name], self.config.device, zero_copy=self.device == "cuda")
 
     def __call__(self, *args: torch.Tensor | np.ndarray):
         name = "main" if "main" in self.function_names else self.function_names[0]
