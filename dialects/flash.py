@@ -11,9 +11,9 @@ running max ``m``, a running sum ``l`` and an accumulator ``acc``::
     acc'  = exp2(m - m')·acc + p · V_j
     O_i   = acc / l                             the one division, after the loop
 
-No tensor larger than a (block_q, block_k) tile of scores is created. A row whose
-running max is still -inf (everything masked so far) uses 0 in its place, so masked
-blocks contribute exp2(-inf) = 0 rather than NaN.
+No tensor larger than a (block_q, block_k) tile of scores is created. The running max
+starts at the lowest finite f32, so fully masked blocks contribute exp2(-inf) = 0 rather
+than NaN with no special case.
 """
 
 from __future__ import annotations
@@ -41,6 +41,12 @@ from fusion_compiler.dialects.builders import (
 from fusion_compiler.dialects.linalg_ext import LOG2E, has_plain_region, inline_region
 
 from fusion_compiler.ir import dialects, ir
+
+# The running max starts at the lowest finite f32, not -inf: a fully masked block then
+# gives exp2(-inf - lowest) = 0 and a rescale of exp2(0) = 1 with no special case, and
+# the start value stays distinct from the -inf that seeds each block's row max (the
+# two -inf fills were merged by CSE into one tensor that IREE then updated in place).
+_LOWEST = -3.4028234663852886e38
 
 # A unit attribute on the outer loop, so the fused attention can still be counted.
 MARKER = "fusion.online_softmax"
@@ -108,7 +114,7 @@ def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Valu
             tm = tile_size(i, rows, block_q)
             q_i = extract_slice(q, [0, i, 0], [batch, tm, depth])
             running = [
-                full([batch, tm], -math.inf),
+                full([batch, tm], _LOWEST),
                 full([batch, tm], 0.0),
                 full([batch, tm, width], 0.0),
             ]
@@ -215,22 +221,15 @@ def _block_step(
         lambda a, b, _: dialects.arith.MaximumFOp(a, b).result,
     )
 
-    def safe(a, _):
-        is_ninf = dialects.arith.CmpFOp(dialects.arith.CmpFPredicate.OEQ, a, _f(ninf)).result
-        return dialects.arith.SelectOp(is_ninf, _f(0.0), a).result
-
-    m_safe = generic(
-        [m_new], empty_of(score_sizes[:2], ir.F32Type.get()), _maps(2, [0, 1], [0, 1]), rows2, safe
-    )
     p = generic(
-        [x, m_safe],
+        [x, m_new],
         empty_of(score_sizes, ir.F32Type.get()),
         _maps(3, [0, 1, 2], [0, 1], [0, 1, 2]),
         ["parallel"] * 3,
         lambda a, b, _: dialects.math.Exp2Op(dialects.arith.SubFOp(a, b).result).result,
     )
     alpha = generic(
-        [m, m_safe],
+        [m, m_new],
         empty_of(score_sizes[:2], ir.F32Type.get()),
         _maps(2, [0, 1], [0, 1], [0, 1]),
         rows2,
