@@ -31,26 +31,40 @@ sys.path.insert(0, str(ROOT))
 
 import fusion_compiler as fc  # noqa: E402
 
-# (B, H, N, D, dtype, causal)
+# (B, H, Hkv, N, D, dtype, causal): the grid of the CUDA benchmark issue
+_SHAPES = [
+    (4, 16, 16, 1024, 128),
+    (1, 16, 16, 4096, 128),
+    (1, 16, 16, 16384, 128),
+    (1, 32, 32, 4096, 64),
+    (1, 8, 8, 65536, 128),
+    (1, 32, 8, 8192, 128),
+]
 CASES = [
-    (1, 16, 4096, 128, torch.float16, False),
-    (1, 16, 4096, 128, torch.float16, True),
-    (4, 16, 1024, 128, torch.float16, False),
-    (1, 32, 4096, 64, torch.bfloat16, True),
+    (b, h, hkv, n, d, dtype, causal)
+    for b, h, hkv, n, d in _SHAPES
+    for dtype in (torch.float16, torch.bfloat16)
+    for causal in (False, True)
 ]
 REPEATS = 20
 
 
 class Unfused(torch.nn.Module):
-    def __init__(self, causal: bool, n: int):
+    """Attention as models write it: causal from arange/compare, GQA by repeat_interleave."""
+
+    def __init__(self, causal: bool):
         super().__init__()
         self.causal = causal
-        self.register_buffer("keep", torch.ones(n, n, dtype=torch.bool).tril())
 
     def forward(self, q, k, v):
+        groups = q.shape[1] // k.shape[1]
+        if groups > 1:
+            k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
         s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
         if self.causal:
-            s = s.masked_fill(~self.keep, float("-inf"))
+            n = s.shape[-1]
+            rows = torch.arange(n, device=s.device)[:, None]
+            s = s.masked_fill(torch.arange(n, device=s.device)[None, :] > rows, float("-inf"))
         return torch.softmax(s.float(), dim=-1).to(q.dtype) @ v
 
 
@@ -60,22 +74,29 @@ class SDPA(torch.nn.Module):
         self.causal = causal
 
     def forward(self, q, k, v):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        gqa = q.shape[1] != k.shape[1]
+        return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal, enable_gqa=gqa)
 
 
 def _name(case) -> str:
-    b, h, n, d, dtype, causal = case
-    return (
-        f"B{b}_H{h}_N{n}_D{d}_{str(dtype).removeprefix('torch.')}_{'causal' if causal else 'full'}"
-    )
+    b, h, hkv, n, d, dtype, causal = case
+    kv = f"_KV{hkv}" if hkv != h else ""
+    kind = "causal" if causal else "full"
+    return f"B{b}_H{h}{kv}_N{n}_D{d}_{str(dtype).removeprefix('torch.')}_{kind}"
+
+
+def _qkv(case, device="cpu"):
+    b, h, hkv, n, d, dtype, _ = case
+    shapes = [(b, h, n, d), (b, hkv, n, d), (b, hkv, n, d)]
+    return tuple(torch.randn(s, device=device, dtype=dtype) for s in shapes)
 
 
 def prepare(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for case in CASES:
-        b, h, n, d, dtype, causal = case
-        example = tuple(torch.randn(b, h, n, d).to(dtype) for _ in range(3))
-        for system, model in (("ours", Unfused(causal, n)), ("iree_sdpa", SDPA(causal))):
+        causal = case[-1]
+        example = _qkv(case)
+        for system, model in (("ours", Unfused(causal)), ("iree_sdpa", SDPA(causal))):
             module = fc.compile(model, example_args=example, target="cuda")
             module.save(folder / f"{_name(case)}.{system}.vmfb")
             print(_name(case), system, module.stats)
@@ -119,24 +140,21 @@ def run(folder: Path, out: Path) -> int:
     gpu = torch.cuda.get_device_name().replace(" ", "_")
     records = []
     for case in CASES:
-        b, h, n, d, dtype, causal = case
-        inputs = [
-            tuple(torch.randn(b, h, n, d, device="cuda", dtype=dtype) for _ in range(3))
-            for _ in range(3)
-        ]
+        b, h, hkv, n, d, dtype, causal = case
+        inputs = [_qkv(case, "cuda") for _ in range(3)]
         with torch.no_grad():
             ref = SDPA(causal)(*(x.float() for x in inputs[0]))
         flops = 4 * b * h * n * n * d / (2 if causal else 1)
-        unfused = Unfused(causal, n).cuda()
+        unfused = Unfused(causal).cuda()
         compiled = torch.compile(unfused)
 
         def flash(q, k, v, causal=causal):
             with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                return SDPA(causal)(q, k, v)
 
         def cudnn(q, k, v, causal=causal):
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                return SDPA(causal)(q, k, v)
 
         systems = {
             "torch_eager_unfused": (unfused, unfused),
@@ -152,7 +170,7 @@ def run(folder: Path, out: Path) -> int:
                 dtype=str(dtype).removeprefix("torch."),
                 B=b,
                 H=h,
-                Hkv=h,
+                Hkv=hkv,
                 Nq=n,
                 Nk=n,
                 D=d,
@@ -169,8 +187,10 @@ def run(folder: Path, out: Path) -> int:
                 record.update(
                     ms=None, tflops=None, rel_err=None, error=str(exc).splitlines()[0][:200]
                 )
+                torch.cuda.empty_cache()
             records.append(record)
             print(json.dumps(record), flush=True)
+            (out / f"{gpu}.json").write_text(json.dumps(records, indent=1))  # so far
     (out / f"{gpu}.json").write_text(json.dumps(records, indent=1))
     lines = ["| case | system | ms | TFLOP/s | rel. error |", "|---|---|---|---|---|"]
     for r in records:
