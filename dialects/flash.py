@@ -91,6 +91,10 @@ def _add(a: ir.Value, b: ir.Value) -> ir.Value:
     return dialects.arith.AddFOp(a, b).result
 
 
+def _exp2_of_difference(a: ir.Value, b: ir.Value) -> ir.Value:
+    return dialects.math.Exp2Op(dialects.arith.SubFOp(a, b).result).result
+
+
 def _mul(a: ir.Value, b: ir.Value) -> ir.Value:
     return dialects.arith.MulFOp(a, b).result
 
@@ -226,14 +230,14 @@ def _block_step(
         empty_of(score_sizes, ir.F32Type.get()),
         _maps(3, [0, 1, 2], [0, 1], [0, 1, 2]),
         ["parallel"] * 3,
-        lambda a, b, _: dialects.math.Exp2Op(dialects.arith.SubFOp(a, b).result).result,
+        lambda a, b, _: _exp2_of_difference(a, b),
     )
     alpha = generic(
         [m, m_new],
         empty_of(score_sizes[:2], ir.F32Type.get()),
         _maps(2, [0, 1], [0, 1], [0, 1]),
         rows2,
-        lambda a, b, _: dialects.math.Exp2Op(dialects.arith.SubFOp(a, b).result).result,
+        lambda a, b, _: _exp2_of_difference(a, b),
     )
     l_scaled = generic(
         [total, alpha],
