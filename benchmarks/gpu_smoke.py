@@ -22,6 +22,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
+from cases import BF16, BOUND, F16, F32, example, qkv  # noqa: E402
 from models import (  # noqa: E402
     ExplicitAttentionBlock,
     MultiheadAttentionBlock,
@@ -32,13 +33,7 @@ from variants import Attention  # noqa: E402
 
 import fusion_compiler as fc  # noqa: E402
 
-F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 BLOCK = [((2, 128, 64), F32)]
-BOUND = {F32: 1e-4, F16: 3e-3, BF16: 2e-2}
-
-
-def qkv(b, h, hkv, nq, nk, d, dtype):
-    return [((b, h, nq, d), dtype), ((b, hkv, nk, d), dtype), ((b, hkv, nk, d), dtype)]
 
 
 class SDPA(torch.nn.Module):
@@ -80,17 +75,13 @@ CASES = {
 }
 
 
-def _example(specs):
-    return tuple(torch.randn(shape).to(dtype) for shape, dtype in specs)
-
-
 def prepare(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     stats = {}
     for name, (factory, specs) in CASES.items():
         torch.manual_seed(0)
         model = factory().eval()
-        module = fc.compile(model, example_args=_example(specs), target="cuda")
+        module = fc.compile(model, example_args=example(specs), target="cuda")
         module.save(folder / f"{name}.vmfb")
         torch.save(model.state_dict(), folder / f"{name}.pt")
         stats[name] = module.stats
@@ -106,7 +97,7 @@ def check(folder: Path) -> int:
         model = factory().eval()
         model.load_state_dict(torch.load(folder / f"{name}.pt"))
         run = fc.load(folder / f"{name}.vmfb", device="cuda")
-        inputs = [x.cuda() for x in _example(specs)]
+        inputs = [x.cuda() for x in example(specs)]
         with torch.no_grad():
             want = model.double().cuda()(*(x.double() for x in inputs)).cpu()
         got = run(*inputs)

@@ -24,17 +24,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
+from cases import BF16, BOUND, F16, F32, example, qkv  # noqa: E402
 from variants import Attention  # noqa: E402
 
 import fusion_compiler as fc  # noqa: E402
 
-F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
-BOUND = {F32: 1e-4, F16: 3e-3, BF16: 2e-2}
 BLOCKS = "builtin.module(fusion-detect-attention,fusion-online-softmax{block-q=256 block-k=256})"
-
-
-def qkv(b, h, hkv, nq, nk, d, dtype):
-    return [((b, h, nq, d), dtype), ((b, hkv, nk, d), dtype), ((b, hkv, nk, d), dtype)]
 
 
 VARIANTS = {
@@ -61,10 +56,6 @@ VARIANTS = {
 SERIES = [(4096, True), (8192, True), (16384, True), (32768, True), (16384, False)]
 
 
-def _example(specs):
-    return tuple(torch.randn(shape).to(dtype) for shape, dtype in specs)
-
-
 def _series_model(n, causal):
     # Causal from iota/compare: the mask is re-run per block inside the loop, and the
     # key blocks above the diagonal are skipped.
@@ -78,7 +69,7 @@ def prepare(folder: Path) -> None:
         for name, (factory, specs) in VARIANTS.items():
             torch.manual_seed(0)
             model = factory().eval()
-            module = fc.compile(model, example_args=_example(specs), target=target, pipeline=BLOCKS)
+            module = fc.compile(model, example_args=example(specs), target=target, pipeline=BLOCKS)
             module.save(folder / f"{name}.{target}.vmfb")
             torch.save(model.state_dict(), folder / f"{name}.pt")
             stats[f"{name}.{target}"] = module.stats
@@ -86,7 +77,7 @@ def prepare(folder: Path) -> None:
         model = _series_model(n, causal)
         module = fc.compile(
             model,
-            example_args=_example(qkv(1, 8, 8, n, n, 64, F16)),
+            example_args=example(qkv(1, 8, 8, n, n, 64, F16)),
             target="cuda",
             pipeline=BLOCKS,
         )
@@ -117,7 +108,7 @@ def check(folder: Path, vulkan: bool) -> int:
             label = f"{name}.{target}"
             try:
                 run = fc.load(folder / f"{label}.vmfb", device=device)
-                inputs = _example(specs)
+                inputs = example(specs)
                 got = run(*inputs)
             except Exception as exc:  # report and go on: one failing device is a result
                 print(f"{label:<28} FAILED: {str(exc).splitlines()[0][:150]}")
@@ -138,7 +129,7 @@ def check(folder: Path, vulkan: bool) -> int:
         before = _used_mib()
         run = fc.load(folder / f"series_{n}_{causal}.cuda.vmfb", device="cuda")
         function = run["main"]
-        arrays = [function._to_device(x) for x in _example(qkv(1, 8, 8, n, n, 64, F16))]
+        arrays = [function._to_device(x) for x in example(qkv(1, 8, 8, n, n, 64, F16))]
         raw = function._function
         raw(*arrays)  # warm-up; arrays stay on the device
         start = time.perf_counter()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from fusion_compiler.dialects import linalg
+
 from fusion_compiler.ir import dialects, ir
 
 Extent = tuple[ir.Value, int]  # a dimension's size: that of axis ``i`` of a tensor
@@ -163,15 +165,15 @@ def tile_of(value: ir.Value, offsets: list[Size], sizes: list[Size], depth: int 
     """
     if ir.RankedTensorType(value.type).rank == 0:
         return value
-    op = value.owner.operation if not isinstance(value.owner, ir.Block) else None
+    op = linalg.producer(value)
     if op is None or depth == 0:
         return extract_slice(value, offsets, sizes)
     element = ir.RankedTensorType(value.type).element_type
     while op.name in ("tensor.expand_shape", "tensor.collapse_shape"):  # a reshaped fill?
-        source = op.operands[0].owner
-        if isinstance(source, ir.Block) or source.operation.name != "linalg.fill":
+        source = linalg.producer(op.operands[0])
+        if source is None or source.name != "linalg.fill":
             break
-        op = source.operation
+        op = source
     if op.name == "linalg.fill":
         return dialects.linalg.fill(op.operands[0], outs=[empty_of(sizes, element)])
     if op.name == "linalg.generic" and len(op.results) == 1 and _is_elementwise(op):
@@ -260,10 +262,9 @@ def erase_dead(ops: list[ir.Operation]) -> None:
         if dead is None:
             return
         pending = [op for op in pending if op != dead]
-        for producer in (v.owner for v in dead.operands):
-            if not isinstance(producer, ir.Block) and _pure(producer.operation):
-                if producer.operation not in pending:
-                    pending.append(producer.operation)
+        for producer in (linalg.producer(v) for v in dead.operands):
+            if producer is not None and _pure(producer) and producer not in pending:
+                pending.append(producer)
         dead.erase()
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from fusion_compiler.dialects import linalg
+
 from fusion_compiler.ir import ir
 
 
@@ -71,22 +73,6 @@ def _relabel(fact: Fact, dims: dict[int, int | None]) -> Fact:
     return Masked(Below(relabeled))
 
 
-def _constant(value: ir.Value) -> float | int | bool | None:
-    owner = value.owner
-    if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
-        return None
-    attr = owner.operation.attributes["value"]
-    if isinstance(attr, ir.FloatAttr):
-        return attr.value
-    if isinstance(attr, ir.IntegerAttr):
-        return attr.value
-    if isinstance(attr, ir.BoolAttr):
-        return attr.value
-    if isinstance(attr, ir.DenseFPElementsAttr) and attr.is_splat:
-        return ir.FloatAttr(attr.get_splat_value()).value
-    return None
-
-
 _COMPARE = {  # predicate -> (lhs - rhs > 0 form): sign, and 1 to subtract for >= forms
     "sgt": (1, 0),
     "ugt": (1, 0),
@@ -106,7 +92,7 @@ def _payload_fact(op: ir.Operation, body_op: ir.Operation, facts: dict) -> Fact:
     def get(value: ir.Value) -> Fact:
         if value in facts:
             return facts[value]
-        captured = _constant(value)  # an integer defined above the generic
+        captured = linalg.constant_value(value)  # an integer defined above the generic
         return Linear((), captured) if type(captured) is int else None
 
     if name == "linalg.index":
@@ -114,7 +100,7 @@ def _payload_fact(op: ir.Operation, body_op: ir.Operation, facts: dict) -> Fact:
     if name in ("arith.index_cast", "arith.extsi", "arith.extf", "arith.truncf"):
         return get(operands[0])
     if name == "arith.constant":
-        value = _constant(body_op.results[0])
+        value = linalg.constant_value(body_op.results[0])
         return Linear((), int(value)) if isinstance(value, int) else None
     if name in ("arith.addi", "arith.subi"):
         a, b = get(operands[0]), get(operands[1])
@@ -145,7 +131,7 @@ def _payload_fact(op: ir.Operation, body_op: ir.Operation, facts: dict) -> Fact:
         return Below(Linear(diff.coeffs, diff.const + inclusive))
     if name == "arith.select":
         cond, true, false = (get(v) for v in operands)
-        if isinstance(cond, Below) and _constant(operands[1]) == -math.inf:
+        if isinstance(cond, Below) and linalg.constant_value(operands[1]) == -math.inf:
             return Masked(cond)
         if isinstance(cond, Below) and facts.get(("ninf", operands[1])):
             return Masked(cond)
@@ -164,7 +150,7 @@ def _payload_fact(op: ir.Operation, body_op: ir.Operation, facts: dict) -> Fact:
         a, b = get(operands[0]), get(operands[1])
         for m, other in ((a, operands[1]), (b, operands[0])):
             if isinstance(m, Masked):
-                c = _constant(other)
+                c = linalg.constant_value(other)
                 if isinstance(c, float) and c > 0:
                     return m
         return None
@@ -173,10 +159,9 @@ def _payload_fact(op: ir.Operation, body_op: ir.Operation, facts: dict) -> Fact:
 
 def fact_of(value: ir.Value, depth: int = 16) -> Fact:
     """What ``value`` is, as a function of its own indices."""
-    owner = value.owner
-    if isinstance(owner, ir.Block) or depth == 0:
+    op = linalg.producer(value)
+    if op is None or depth == 0:
         return None
-    op = owner.operation
     rank = ir.RankedTensorType(value.type).rank
     if op.name == "tensor.collapse_shape":
         groups = [[ir.IntegerAttr(i).value for i in g] for g in op.attributes["reassociation"]]
@@ -224,7 +209,7 @@ def fact_of(value: ir.Value, depth: int = 16) -> Fact:
 
 
 def _splat(value: ir.Value) -> float | None:
-    c = _constant(value)
+    c = linalg.constant_value(value)
     return c if isinstance(c, float) else None
 
 

@@ -15,6 +15,21 @@ def producer(value: ir.Value) -> ir.Operation | None:
     return owner.operation
 
 
+def constant_value(value: ir.Value) -> float | int | bool | None:
+    """The scalar an arith.constant defines (a splat tensor's element too), else None."""
+    op = producer(value)
+    if op is None or op.name != "arith.constant":
+        return None
+    attr = op.attributes["value"]
+    if isinstance(attr, ir.BoolAttr):
+        return attr.value
+    if isinstance(attr, (ir.FloatAttr, ir.IntegerAttr)):
+        return attr.value
+    if isinstance(attr, ir.DenseFPElementsAttr) and attr.is_splat:
+        return ir.FloatAttr(attr.get_splat_value()).value
+    return None
+
+
 def producer_and_reshapes(value: ir.Value) -> tuple[ir.Operation | None, list[ir.Operation]]:
     """The first producer of ``value`` that is not an expand/collapse, and those skipped."""
     op, skipped = producer(value), []

@@ -156,18 +156,9 @@ RULES: dict[str, Callable[..., Term]] = {
 
 
 def _constant(value: ir.Value) -> float | None:
-    """The float a value holds, if an arith.constant (scalar or splat tensor) defines it."""
-    op = linalg.producer(value)
-    if op is None or op.name != "arith.constant":
-        return None
-    attr = op.attributes["value"]
-    if isinstance(attr, ir.FloatAttr):
-        return attr.value
-    if isinstance(attr, ir.IntegerAttr):
-        return float(attr.value)
-    if isinstance(attr, ir.DenseFPElementsAttr) and attr.is_splat:
-        return ir.FloatAttr(attr.get_splat_value()).value
-    return None
+    """The number a value holds, if an arith.constant defines it."""
+    constant = linalg.constant_value(value)
+    return None if constant is None else float(constant)
 
 
 def evaluate(op: ir.Operation, score_input: int) -> Term:

@@ -128,7 +128,7 @@ def parse(text: str, context: ir.Context, filename: str = "<input>") -> ir.Modul
     except ir.MLIRError as exc:
         raise MLIRParseError(diagnostics.errors_of(exc, filename)) from None
     with diagnostics.collect(context, filename) as seen:
-        valid = module.operation.verify() if hasattr(module.operation, "verify") else True
+        valid = module.operation.verify()
     if not valid or any(d.severity == "error" for d in seen):
         raise MLIRParseError([d for d in seen if d.severity in ("error", "note")])
     return module
