@@ -107,3 +107,18 @@ def test_unknown_target_and_stage() -> None:
 def test_module_without_example_inputs() -> None:
     with pytest.raises(fc.FusionCompilerError, match="needs example inputs"):
         fc.compile(SDPABlock())
+
+
+def test_missing_files_and_unknown_device(tmp_path: Path) -> None:
+    with pytest.raises(fc.FusionCompilerError, match="no such file"):
+        fc.compile(str(tmp_path / "absent.pt2"))
+    with pytest.raises(fc.FusionCompilerError, match="unknown model file type"):
+        (tmp_path / "m.onnx.mlir.txt").write_text("")
+        fc.compile(tmp_path / "m.onnx.mlir.txt")
+    with pytest.raises(fc.FusionCompilerError, match="no such file"):
+        fc.load(tmp_path / "absent.vmfb")
+    with pytest.raises(fc.FusionCompilerError, match="not a loadable IREE module"):
+        fc.load(b"not a module")
+    module = fc.compile(SDPABlock().eval(), example_args=(torch.randn(1, 4, 64),))
+    with pytest.raises(fc.FusionCompilerError, match="cannot open IREE device 'tpu'"):
+        fc.load(module, device="tpu")
