@@ -3,8 +3,9 @@
 On the CPU machine:  .venv/bin/python benchmarks/attention_peers.py prepare build/peers
 On the GPU machine:  python3 benchmarks/attention_peers.py run build/peers OUT_DIR
 
-Systems, per case: ours (the attention written out as matmul/softmax/matmul, fused by
-fusion-detect-attention, IREE's attention op for CUDA sm_80), IREE alone on SDPA
+Systems, per case: ours_sm90 (the attention written out as matmul/softmax/matmul, fused
+by fusion-detect-attention, lowered by fusion-kernel-attention to a generated sm_90a
+kernel), ours (the same, IREE's attention op for CUDA sm_80), IREE alone on SDPA
 (IREE's own lowering of F.scaled_dot_product_attention, its default configuration),
 torch eager unfused, torch SDPA flash, torch SDPA cuDNN, torch.compile of the unfused
 code. Each is timed with CUDA events around single calls after warm-up, median of the
@@ -96,8 +97,12 @@ def prepare(folder: Path) -> None:
     for case in CASES:
         causal = case[-1]
         example = _qkv(case)
-        for system, model in (("ours", Unfused(causal)), ("iree_sdpa", SDPA(causal))):
-            module = fc.compile(model, example_args=example, target="cuda")
+        for system, model, arch in (
+            ("ours", Unfused(causal), "sm_80"),
+            ("ours_sm90", Unfused(causal), "sm_90"),
+            ("iree_sdpa", SDPA(causal), "sm_80"),
+        ):
+            module = fc.compile(model, example_args=example, target="cuda", cuda_arch=arch)
             module.save(folder / f"{_name(case)}.{system}.vmfb")
             print(_name(case), system, module.stats)
 
@@ -162,7 +167,7 @@ def run(folder: Path, out: Path) -> int:
             "torch_sdpa_cudnn": (cudnn, cudnn),
             "torch_compile_unfused": (compiled, compiled),
         }
-        for system in ("ours", "iree_sdpa"):
+        for system in ("ours_sm90", "ours", "iree_sdpa"):
             systems[system] = _iree_system(folder / f"{_name(case)}.{system}.vmfb")
         for system, (timed, checked) in systems.items():
             record = dict(

@@ -1,13 +1,14 @@
 """Runs CUDA modules compiled elsewhere on this machine's GPU and checks them against PyTorch.
 
 On the CPU machine (has the compiler):
-    .venv/bin/python benchmarks/gpu_smoke.py prepare build/gpu
+    .venv/bin/python benchmarks/gpu_smoke.py prepare build/gpu [CUDA_ARCH]
 On the GPU machine (runtime and torch only):
     python3 benchmarks/gpu_smoke.py check build/gpu
 
-``prepare`` compiles each case for target="cuda" (sm_80) and saves the module with the
-model's weights; ``check`` rebuilds each model from its weights, runs the module on
-device "cuda" with fresh inputs, and compares with PyTorch in float64 on the GPU.
+``prepare`` compiles each case for target="cuda" (sm_80, or sm_90: generated kernels)
+and saves the module with the model's weights; ``check`` rebuilds each model from its
+weights, runs the module on device "cuda" with fresh inputs, and compares with PyTorch
+in float64 on the GPU.
 """
 
 from __future__ import annotations
@@ -75,13 +76,15 @@ CASES = {
 }
 
 
-def prepare(folder: Path) -> None:
+def prepare(folder: Path, cuda_arch: str = "sm_80") -> None:
     folder.mkdir(parents=True, exist_ok=True)
     stats = {}
     for name, (factory, specs) in CASES.items():
         torch.manual_seed(0)
         model = factory().eval()
-        module = fc.compile(model, example_args=example(specs), target="cuda")
+        module = fc.compile(
+            model, example_args=example(specs), target="cuda", cuda_arch=cuda_arch, remarks=True
+        )
         module.save(folder / f"{name}.vmfb")
         torch.save(model.state_dict(), folder / f"{name}.pt")
         stats[name] = module.stats
@@ -119,4 +122,4 @@ def check(folder: Path) -> int:
 
 if __name__ == "__main__":
     command, folder = sys.argv[1], Path(sys.argv[2])
-    sys.exit(prepare(folder) if command == "prepare" else check(folder))
+    sys.exit(prepare(folder, *sys.argv[3:]) if command == "prepare" else check(folder))

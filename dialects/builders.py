@@ -140,8 +140,14 @@ def insert_slice(source: ir.Value, dest: ir.Value, offsets: list[Size]) -> ir.Va
     ).result
 
 
-def tile_size(start: ir.Value, bound: Size, step: int) -> ir.Value:
-    """min(step, bound - start): the size of a (possibly ragged) last tile."""
+def tile_size(start: ir.Value, bound: Size, step: int) -> Size:
+    """min(step, bound - start): the size of a (possibly ragged) last tile.
+
+    Static when ``step`` divides a static ``bound``: static tiles let IREE size its
+    buffers and vectors at compile time.
+    """
+    if isinstance(bound, int) and bound % step == 0:
+        return step
     bound_value = bound if isinstance(bound, ir.Value) else index(bound)
     remaining = dialects.arith.SubIOp(bound_value, start).result
     return dialects.arith.MinSIOp(remaining, index(step)).result

@@ -46,15 +46,21 @@ class Below:
 @dataclass(frozen=True)
 class Masked:
     where: Below
+    pure: bool = False  # 0 wherever ``where`` does not hold: the mask is causality alone
 
 
-Fact = Linear | Below | Masked | None
+@dataclass(frozen=True)
+class Zero:
+    """A float that is 0 everywhere (a zero fill, cast or scaled)."""
+
+
+Fact = Linear | Below | Masked | Zero | None
 
 
 def _relabel(fact: Fact, dims: dict[int, int | None]) -> Fact:
     """Re-expresses a fact over other indices; None if it used a dim that has no image."""
-    if fact is None:
-        return None
+    if fact is None or isinstance(fact, Zero):
+        return fact
     linear = (
         fact
         if isinstance(fact, Linear)
@@ -70,7 +76,7 @@ def _relabel(fact: Fact, dims: dict[int, int | None]) -> Fact:
         return relabeled
     if isinstance(fact, Below):
         return Below(relabeled)
-    return Masked(Below(relabeled))
+    return Masked(Below(relabeled), fact.pure)
 
 
 _COMPARE = {  # predicate -> (lhs - rhs > 0 form): sign, and 1 to subtract for >= forms
@@ -131,23 +137,43 @@ def _payload_fact(op: ir.Operation, body_op: ir.Operation, facts: dict) -> Fact:
         return Below(Linear(diff.coeffs, diff.const + inclusive))
     if name == "arith.select":
         cond, true, false = (get(v) for v in operands)
-        if isinstance(cond, Below) and linalg.constant_value(operands[1]) == -math.inf:
-            return Masked(cond)
-        if isinstance(cond, Below) and facts.get(("ninf", operands[1])):
-            return Masked(cond)
+        if not isinstance(cond, Below):
+            return None
+
+        def is_(value: ir.Value, key: str, constant: float) -> bool:
+            return linalg.constant_value(value) == constant or bool(facts.get((key, value)))
+
+        def zero(value: ir.Value) -> bool:
+            return is_(value, "zero", 0.0) or isinstance(get(value), Zero)
+
+        if is_(operands[1], "ninf", -math.inf):  # select(c, -inf, x): masked where c
+            return Masked(cond, zero(operands[2]))
+        if is_(operands[2], "ninf", -math.inf):  # select(c, x, -inf): masked where not c
+            # not (l > 0)  <=>  -l >= 0  <=>  -l + 1 > 0 (integers)
+            negated = Linear(tuple((d, -c) for d, c in cond.linear.coeffs), 1 - cond.linear.const)
+            return Masked(Below(negated), zero(operands[1]))
         return None
     if name in ("arith.addf", "arith.subf"):
         a, b = get(operands[0]), get(operands[1])
+        if name == "arith.addf" and isinstance(a, Zero | Masked) and isinstance(b, Zero):
+            return a
+        if name == "arith.addf" and isinstance(a, Zero) and isinstance(b, Masked):
+            return b
         masked = [f for f in (a, b) if isinstance(f, Masked)]
-        return (
-            masked[0]
-            if len(masked) == 1
+        if (
+            len(masked) == 1
             and name == "arith.addf"
             or (name == "arith.subf" and isinstance(a, Masked))
-            else None
-        )
-    if name == "arith.mulf":
+        ):
+            return Masked(masked[0].where)  # plus something else: no longer pure
+        return None
+    if name in ("arith.mulf", "arith.divf"):
         a, b = get(operands[0]), get(operands[1])
+        scale = _finite(operands[1])
+        if isinstance(a, Zero) and scale is not None and (name == "arith.mulf" or scale != 0):
+            return a
+        if name == "arith.divf":
+            return None
         for m, other in ((a, operands[1]), (b, operands[0])):
             if isinstance(m, Masked):
                 c = linalg.constant_value(other)
@@ -180,7 +206,7 @@ def fact_of(value: ir.Value, depth: int = 16) -> Fact:
             )
         return _relabel(fact_of(op.operands[0], depth - 1), dims)
     if op.name == "linalg.fill":
-        return None
+        return Zero() if linalg.constant_value(op.operands[0]) == 0 else None
     if op.name != "linalg.generic" or len(op.results) != 1:
         return None
     maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
@@ -193,6 +219,7 @@ def fact_of(value: ir.Value, depth: int = 16) -> Fact:
         arg = block.arguments[i]
         if ir.RankedTensorType(operand.type).rank == 0:
             facts[("ninf", arg)] = _splat(operand) == -math.inf
+            facts[("zero", arg)] = _splat(operand) == 0
             continue
         # a constant-0 result reads a unit dim: facts never depend on it
         dims = {
@@ -206,6 +233,15 @@ def fact_of(value: ir.Value, depth: int = 16) -> Fact:
         for r in body_op.results:
             facts[r] = fact
     return facts.get(terminator.operands[0])
+
+
+def _finite(value: ir.Value) -> float | None:
+    """A finite float constant, looking through casts of constants (arith.truncf %c)."""
+    op = linalg.producer(value)
+    if op is not None and op.name in ("arith.truncf", "arith.extf"):
+        value = op.operands[0]
+    c = linalg.constant_value(value)
+    return c if isinstance(c, float) and math.isfinite(c) else None
 
 
 def _splat(value: ir.Value) -> float | None:
@@ -223,3 +259,9 @@ def offset(mask: ir.Value, rows: int, keys: int) -> int | None:
     if coeffs != {keys: 1, rows: -1}:
         return None
     return -fact.where.linear.const
+
+
+def is_pure(mask: ir.Value) -> bool:
+    """The mask is -inf where causality masks and 0 elsewhere: nothing but causal."""
+    fact = fact_of(mask)
+    return isinstance(fact, Masked) and fact.pure

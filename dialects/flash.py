@@ -126,7 +126,7 @@ def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Valu
             if form.causal_offset is not None:
                 # causal tile skipping: rows i .. i+tm-1 see keys up to i + tm - 1 + c
                 visible = dialects.arith.AddIOp(
-                    dialects.arith.AddIOp(i, tm).result, index(form.causal_offset)
+                    dialects.arith.AddIOp(i, _as_index(tm)).result, index(form.causal_offset)
                 ).result
                 visible = dialects.arith.MaxSIOp(visible, index(0)).result
                 keys_bound = dialects.arith.MinSIOp(visible, keys_bound).result
@@ -156,6 +156,10 @@ def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Valu
             )
             dialects.scf.YieldOp([insert_slice(o_i, outer.inner_iter_args[0], [0, i, 0])])
     return outer.results[0]
+
+
+def _as_index(size: Size) -> ir.Value:
+    return size if isinstance(size, ir.Value) else index(size)
 
 
 def _cast(value: ir.Value, element: ir.Type) -> ir.Value:
@@ -206,53 +210,47 @@ def _block_step(
     )
     row = ["parallel", "parallel", "reduction"]
     rows2 = ["parallel", "parallel"]
-    ninf = -math.inf
-    # max(m, rowmax(x)) in two steps: reducing into ``m`` itself lets IREE's dispatches
-    # update m in place while alpha still reads the old value (measured: wrong results
-    # with dynamic shapes).
+    f32 = ir.F32Type.get()
     row_max = generic(
         [x],
-        full(score_sizes[:2], ninf),
+        full(score_sizes[:2], -math.inf),
         _maps(3, [0, 1, 2], [0, 1]),
         row,
         lambda a, b: dialects.arith.MaximumFOp(a, b).result,
     )
-    m_new = generic(
+    # Every running value is updated in its own loop-carried tensor (the payload reads
+    # ``outs``, the last write comes after the last read), so a dispatch holding the
+    # whole loop nest bufferizes each update in place: alpha reads the old max before
+    # the max is overwritten.
+    alpha = generic(
         [m, row_max],
-        empty_of(score_sizes[:2], ir.F32Type.get()),
+        empty_of(score_sizes[:2], f32),
         _maps(2, [0, 1], [0, 1], [0, 1]),
         rows2,
-        lambda a, b, _: dialects.arith.MaximumFOp(a, b).result,
+        lambda a, b, _: _exp2_of_difference(a, dialects.arith.MaximumFOp(a, b).result),
     )
-
+    m_new = generic(
+        [row_max],
+        m,
+        _maps(2, [0, 1], [0, 1]),
+        rows2,
+        lambda b, old: dialects.arith.MaximumFOp(old, b).result,
+    )
     p = generic(
         [x, m_new],
-        empty_of(score_sizes, ir.F32Type.get()),
+        empty_of(score_sizes, f32),
         _maps(3, [0, 1, 2], [0, 1], [0, 1, 2]),
         ["parallel"] * 3,
         lambda a, b, _: _exp2_of_difference(a, b),
     )
-    alpha = generic(
-        [m, m_new],
-        empty_of(score_sizes[:2], ir.F32Type.get()),
-        _maps(2, [0, 1], [0, 1], [0, 1]),
-        rows2,
-        lambda a, b, _: _exp2_of_difference(a, b),
-    )
-    l_scaled = generic(
-        [total, alpha],
-        empty_of(score_sizes[:2], ir.F32Type.get()),
-        _maps(2, [0, 1], [0, 1], [0, 1]),
-        rows2,
-        lambda a, b, _: _mul(a, b),
-    )
+    l_scaled = generic([alpha], total, _maps(2, [0, 1], [0, 1]), rows2, lambda a, old: _mul(old, a))
     l_new = generic([p], l_scaled, _maps(3, [0, 1, 2], [0, 1]), row, lambda a, b: _add(a, b))
     acc_scaled = generic(
-        [acc, alpha],
-        empty_of([score_sizes[0], score_sizes[1], size_of(acc, 2)], ir.F32Type.get()),
-        _maps(3, [0, 1, 2], [0, 1], [0, 1, 2]),
+        [alpha],
+        acc,
+        _maps(3, [0, 1], [0, 1, 2]),
         ["parallel"] * 3,
-        lambda a, b, _: _mul(a, b),
+        lambda a, old: _mul(old, a),
     )
     acc_new = generic(
         [p, v_j],

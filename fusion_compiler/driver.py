@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fusion_compiler import frontend, passes, signature
 from fusion_compiler.compiler import CompilerSession
-from fusion_compiler.dialects import flash, linalg_ext, softmax
+from fusion_compiler.dialects import flash, kernel_dispatch, linalg_ext, softmax
 from fusion_compiler.errors import CompileError, Diagnostic, UnsupportedOpError
 from fusion_compiler.ir import ir
 from fusion_compiler.pipeline import join_pipeline, run_pipeline, split_pipeline
@@ -95,7 +95,7 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     """
     compile_to = Stage.parse(compile_to)
     tgt = get_target(target, cuda_arch=cuda_arch)
-    default_elements = passes.default_pipeline(tgt.name, attention)
+    default_elements = passes.default_pipeline(tgt.name, attention, tgt.kernel_arch)
     dumper = IRDumper(dump_ir)
     session = CompilerSession(tgt, reproducer_dir=dump_ir)
     source = frontend.load_model(model, example_args, example_kwargs, dynamic_shapes)
@@ -132,8 +132,10 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
         for remark in result.remarks:
             print(remark, file=sys.stderr)
     dumper.write(Stage.FUSED.value, op)
-    # Fused attentions: IREE's op, or our online-softmax loop nest.
-    result.stats["attention_ops"] = _count(op, linalg_ext.ATTENTION, flash.MARKER)
+    # Fused attentions: IREE's op, our online-softmax loop nest, or a generated kernel.
+    result.stats["attention_ops"] = _count(op, linalg_ext.ATTENTION, flash.MARKER) + _count(
+        op, "flow.dispatch", kernel_dispatch.MARKER
+    )
     result.stats["softmax_ops"] = sum(
         isinstance(found, softmax.Softmax) for found in softmax.find_all(op)
     )

@@ -10,10 +10,20 @@ class Target:
     name: str
     flags: tuple[str, ...]
     device: str  # the runtime device fc.load uses by default
+    kernel_arch: str | None = None  # generated attention kernels for this arch (sm_90)
+
+
+# Architectures that get generated attention kernels; IREE 3.13 has no Hopper target, so
+# the rest of the module is compiled for sm_80 (PTX the driver runs on Hopper).
+KERNEL_ARCHS = ("sm_90", "sm_90a")
 
 
 def get_target(name: str, *, cuda_arch: str = "sm_80", cpu: str = "host") -> Target:
-    """``cpu``, ``cuda`` or ``vulkan``. IREE 3.13 has no Hopper entry, so CUDA defaults to sm_80."""
+    """``cpu``, ``cuda`` or ``vulkan``. IREE 3.13 has no Hopper entry, so CUDA defaults to sm_80.
+
+    ``cuda_arch="sm_90"``: fused attentions become kernels generated for Hopper; IREE
+    compiles everything else for sm_80.
+    """
     if name == "cpu":
         return Target(
             "cpu",
@@ -25,9 +35,10 @@ def get_target(name: str, *, cuda_arch: str = "sm_80", cpu: str = "host") -> Tar
             "local-task",
         )
     if name == "cuda":
-        return Target(
-            "cuda", ("--iree-hal-target-device=cuda", f"--iree-cuda-target={cuda_arch}"), "cuda"
-        )
+        kernel_arch = cuda_arch if cuda_arch in KERNEL_ARCHS else None
+        iree_arch = "sm_80" if kernel_arch else cuda_arch
+        flags = ("--iree-hal-target-device=cuda", f"--iree-cuda-target={iree_arch}")
+        return Target("cuda", flags, "cuda", kernel_arch)
     if name == "vulkan":
         return Target(
             "vulkan",

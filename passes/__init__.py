@@ -14,6 +14,7 @@ _MODULES: dict[str, str] = {
     "fusion-decompose-attention": "fusion_compiler.passes.decompose_attention",
     "fusion-detect-attention": "fusion_compiler.passes.detect_attention",
     "fusion-find-softmax": "fusion_compiler.passes.find_softmax",
+    "fusion-kernel-attention": "fusion_compiler.passes.kernel_attention",
     "fusion-online-softmax": "fusion_compiler.passes.online_softmax",
 }
 
@@ -43,14 +44,33 @@ ONLINE_SOFTMAX_PIPELINE: tuple[str, ...] = (
 ATTENTION_MODES = ("iree", "online-softmax")
 
 
-def default_pipeline(target: str, attention: str = "iree") -> list[str]:
-    """Our passes for ``target``; ``attention`` picks who lowers the fused attention."""
+def kernel_pipeline(arch: str) -> list[str]:
+    """CUDA on Hopper: each fused attention becomes a generated kernel; what the kernel
+    cannot take goes on through the CUDA pipeline's own passes."""
+    return [
+        "fusion-detect-attention",
+        *_CLEANUP,
+        f"fusion-kernel-attention{{arch={arch}}}",
+        _SAFE_HEAD_DIM,
+        "fusion-find-softmax",
+    ]
+
+
+def default_pipeline(
+    target: str, attention: str = "iree", kernel_arch: str | None = None
+) -> list[str]:
+    """Our passes for ``target``; ``attention`` picks who lowers the fused attention.
+
+    ``kernel_arch`` (CUDA only, e.g. "sm_90"): attentions become generated kernels.
+    """
     if attention not in ATTENTION_MODES:
         raise ValueError(
             f"unknown attention mode {attention!r}; expected one of: {', '.join(ATTENTION_MODES)}"
         )
     if attention == "online-softmax":
         return list(ONLINE_SOFTMAX_PIPELINE)
+    if kernel_arch is not None and target == "cuda":
+        return kernel_pipeline(kernel_arch)
     return list(DEFAULT_PIPELINES[target])
 
 

@@ -14,7 +14,12 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fusion-compile", description=__doc__)
     p.add_argument("model", help="a .pt2 saved by torch.export.save, or a .mlir file")
     p.add_argument("--target", default="cpu", choices=["cpu", "cuda", "vulkan"])
-    p.add_argument("--cuda-arch", default="sm_80", help="CUDA architecture (default sm_80)")
+    p.add_argument(
+        "--cuda-arch",
+        default="sm_80",
+        help="CUDA architecture (default sm_80); sm_90: fused attentions become generated "
+        "Hopper kernels",
+    )
     p.add_argument("-o", dest="output", help="output .vmfb (or .mlir with --compile-to)")
     p.add_argument("--dump-ir", metavar="DIR", help="write the IR after every stage and pass")
     p.add_argument(

@@ -1,0 +1,291 @@
+"""An attention op -> a ``flow.dispatch`` of a generated kernel, embedded in the module.
+
+The kernel (``fusion_compiler/kernels``) is specialised from the op: element types,
+sizes, K layout, the causal offset proven from the mask's producers (the mask is then
+dropped), any other mask as an input, the scale and the score region (translated to a
+Triton expression). The cubin travels inside a ``hal.executable.source``; IREE links it
+as the executable for CUDA and dispatches it like its own.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fusion_compiler.dialects import causal, flash, linalg
+from fusion_compiler.dialects.builders import dims, erase_dead
+from fusion_compiler.dialects.linalg_ext import LOG2E
+
+from fusion_compiler.ir import ir
+from fusion_compiler.kernels.attention import HIDDEN_POINTERS, Kernel, Spec
+
+# Score-region ops and the Triton expression of each (operands in order).
+_TRITON_OPS: dict[str, str] = {
+    "arith.addf": "({0} + {1})",
+    "arith.subf": "({0} - {1})",
+    "arith.mulf": "({0} * {1})",
+    "arith.divf": "({0} / {1})",
+    "arith.negf": "(-{0})",
+    "arith.maximumf": "tl.maximum({0}, {1})",
+    "arith.minimumf": "tl.minimum({0}, {1})",
+    "arith.extf": "{0}",
+    "arith.truncf": "{0}",
+    "math.tanh": "libdevice.tanh({0})",
+    "math.exp2": "tl.math.exp2({0})",
+    "math.exp": "tl.exp({0})",
+    "math.log2": "tl.math.log2({0})",
+    "math.absf": "tl.abs({0})",
+}
+
+# A unit attribute on each kernel dispatch, so fused attentions can still be counted.
+MARKER = "fusion.attention_kernel"
+
+_ELEMENTS = {"f16": "f16", "bf16": "bf16", "f32": "f32"}
+
+
+def score_expression(op: ir.Operation) -> str:
+    """The op's score region as a Triton expression of ``x``; ValueError naming what is not."""
+    block = op.regions[0].blocks[0]
+    names: dict[ir.Value, str] = {block.arguments[0]: "x"}
+    *body, terminator = block.operations
+    for body_op in body:
+        name = body_op.operation.name
+        if name == "arith.constant":
+            value = linalg.constant_value(body_op.results[0])
+            if not isinstance(value, float) or not math.isfinite(value):
+                raise ValueError(f"score region constant {body_op.results[0]}")
+            names[body_op.results[0]] = repr(value)
+            continue
+        if name not in _TRITON_OPS:
+            raise ValueError(f"score region op {name} has no kernel translation")
+        operands = []
+        for operand in body_op.operands:
+            if operand not in names:  # a constant defined above the op
+                value = linalg.constant_value(operand)
+                if not isinstance(value, float) or not math.isfinite(value):
+                    raise ValueError("score region reads a non-constant value from outside")
+                names[operand] = repr(value)
+            operands.append(names[operand])
+        names[body_op.results[0]] = _TRITON_OPS[name].format(*operands)
+    return names[terminator.operands[0]]
+
+
+def _element(value: ir.Value) -> str | None:
+    return _ELEMENTS.get(str(ir.RankedTensorType(value.type).element_type))
+
+
+def output_cast(op: ir.Operation) -> ir.Operation | None:
+    """The one user of the op's result when it only casts it (f32 -> f16): the kernel
+    then writes the cast type itself (consumer fusion)."""
+    uses = list(op.results[0].uses)
+    if len(uses) != 1:
+        return None
+    user = uses[0].owner
+    if not any(linalg.is_elementwise_payload(user, c) for c in ("arith.truncf", "arith.extf")):
+        return None
+    rank = ir.RankedTensorType(op.results[0].type).rank
+    identity = ir.AffineMap.get_identity(rank)
+    if any(ir.AffineMapAttr(m).value != identity for m in user.attributes["indexing_maps"]):
+        return None
+    return user
+
+
+def fold_k_transpose(op: ir.Operation) -> None:
+    """attention(K = collapse(transpose(K0))) -> attention(K = collapse(K0)), K map swapped.
+
+    ``q @ k.transpose(-2, -1)`` reaches the op as a transposed copy of K; the kernel reads
+    K either way, so the copy (a dispatch and a pass over K) is dropped.
+    """
+    k = op.operands[1]
+    collapse = linalg.producer(k)
+    if collapse is None or collapse.name != "tensor.collapse_shape":
+        return
+    transpose = linalg.producer(collapse.operands[0])
+    if transpose is None or transpose.name != "linalg.transpose":
+        return
+    perm = list(ir.DenseI64ArrayAttr(transpose.attributes["permutation"]))
+    rank = len(perm)
+    if perm != list(range(rank - 2)) + [rank - 1, rank - 2]:
+        return
+    source = transpose.operands[0]
+    shape = ir.RankedTensorType(k.type).shape
+    swapped = ir.RankedTensorType.get(
+        [*shape[:-2], shape[-1], shape[-2]], ir.RankedTensorType(k.type).element_type
+    )
+    with ir.InsertionPoint(op), op.location:
+        plain = ir.Operation.create(
+            "tensor.collapse_shape",
+            results=[swapped],
+            operands=[source],
+            attributes={"reassociation": collapse.attributes["reassociation"]},
+        ).results[0]
+    maps = list(op.attributes["indexing_maps"])
+    k_map = ir.AffineMapAttr(maps[1]).value
+    results = list(k_map.results)
+    results[-1], results[-2] = results[-2], results[-1]
+    maps[1] = ir.AffineMapAttr.get(ir.AffineMap.get(k_map.n_dims, 0, results))
+    op.attributes["indexing_maps"] = ir.ArrayAttr.get(maps)
+    op.operands[1] = plain
+    erase_dead([collapse])  # and the transpose, unless something else reads them
+
+
+def _reassociation(op: ir.Operation) -> list[list[int]]:
+    return [[ir.IntegerAttr(i).value for i in g] for g in op.attributes["reassociation"]]
+
+
+def group_broadcast(value: ir.Value) -> tuple[ir.Value, int] | None:
+    """(S, g) when ``value`` (B·H, n, d) is the KV heads of S (B, Hkv, n, d) each repeated
+    g times (``repeat_interleave`` / ``repeat_kv``): head bh reads KV head bh // g."""
+    groups: list[list[int]] = [[0], [1], [2]]
+    op = linalg.producer(value)
+    while op is not None and op.name == "tensor.collapse_shape":
+        inner = _reassociation(op)
+        groups = [[i for g in groups[k] for i in inner[g]] for k in range(len(groups))]
+        value, op = op.operands[0], linalg.producer(op.operands[0])
+    if groups != [[0, 1, 2], [3], [4]] or op is None or op.name != "linalg.generic":
+        return None
+    maps = [ir.AffineMapAttr(m).value for m in op.attributes["indexing_maps"]]
+    body = linalg.payload(op)
+    block = op.regions[0].blocks[0]
+    terminator = list(block.operations)[-1]
+    if len(maps) != 2 or body or terminator.operands[0] != block.arguments[0]:
+        return None
+    if dims(maps[0]) != [0, 1, 3, 4] or maps[1] != ir.AffineMap.get_identity(5):
+        return None
+    return op.operands[0], ir.RankedTensorType(value.type).shape[2]
+
+
+def _kv_source(value: ir.Value, group: int) -> ir.Value:
+    """The (B·Hkv, n, d) tensor a group-broadcast ``value`` repeats (built before use)."""
+    if group == 1:
+        return value
+    source, _ = group_broadcast(value)
+    b, hkv, n, d = ir.RankedTensorType(source.type).shape
+    element = ir.RankedTensorType(source.type).element_type
+    return ir.Operation.create(
+        "tensor.collapse_shape",
+        results=[ir.RankedTensorType.get([b * hkv, n, d], element)],
+        operands=[source],
+        attributes={"reassociation": ir.Attribute.parse("[[0, 1], [2], [3]]")},
+    ).results[0]
+
+
+def _kv_group(op: ir.Operation, form: flash.Layout) -> int:
+    """How many query heads share each K/V head in the op's operands (1: no sharing)."""
+    if form.k_transposed:
+        return 1
+    k, v = group_broadcast(op.operands[1]), group_broadcast(op.operands[2])
+    if k is None or v is None or k[1] != v[1]:
+        return 1
+    return k[1]
+
+
+def spec_for(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> Spec | str:
+    """The kernel ``op`` needs, or why the kernel path cannot take it."""
+    q, k, v, scale = list(op.operands)[:4]
+    dtype = _element(q)
+    if dtype not in ("f16", "bf16") or _element(k) != dtype or _element(v) != dtype:
+        return "Q, K and V are not all f16 or all bf16"
+    cast = output_cast(op)
+    out_dtype = _element(cast.results[0] if cast is not None else op.results[0])
+    if out_dtype is None:
+        return "output element type is not f16, bf16 or f32"
+    scale_value = linalg.constant_value(scale)
+    if not isinstance(scale_value, float):
+        return "the scale is not a constant"
+    try:
+        score = score_expression(op)
+    except ValueError as why:
+        return str(why)
+    batch, n_q, d = ir.RankedTensorType(q.type).shape
+    n_k = ir.RankedTensorType(k.type).shape[2 if form.k_transposed else 1]
+    dv = ir.RankedTensorType(v.type).shape[2]
+    if max(d, dv) > 256:
+        return f"head dim {max(d, dv)} above 256"
+    mask_dtype = None
+    if form.has_mask and not (form.causal_offset is not None and causal.is_pure(op.operands[4])):
+        mask_dtype = _element(op.operands[4])
+        if mask_dtype is None:
+            return "mask element type is not f16, bf16 or f32"
+    return Spec(
+        dtype=dtype,
+        mask_dtype=mask_dtype,
+        batch=batch,
+        n_q=n_q,
+        n_k=n_k,
+        d=d,
+        dv=dv,
+        k_transposed=form.k_transposed,
+        causal_offset=form.causal_offset,
+        qk_scale=scale_value * LOG2E,
+        score=score,
+        out_dtype=None if out_dtype == dtype else out_dtype,
+        kv_group=_kv_group(op, form),
+        **tiles,
+    )
+
+
+def _dense_bytes(data: bytes) -> str:
+    return f'dense<"0x{data.hex().upper()}"> : vector<{len(data)}xi8>'
+
+
+def executable_source(symbol: str, kernel: Kernel, spec: Spec, n_bindings: int) -> str:
+    """The ``hal.executable.source`` holding the cubin, as MLIR text."""
+    readonly = "#hal.pipeline.binding<storage_buffer, ReadOnly>"
+    writable = "#hal.pipeline.binding<storage_buffer>"
+    n_inputs = n_bindings - 1 - HIDDEN_POINTERS
+    bindings = ", ".join([readonly] * n_inputs + [writable] * (1 + HIDDEN_POINTERS))
+    x, y, z = spec.grid
+    target = '#hal.executable.target<"cuda", "cuda-nvptx-fb">'
+    obj = (
+        f'#hal.executable.object<{{path = "{symbol}.cubin", data = {_dense_bytes(kernel.cubin)}}}>'
+    )
+    return (
+        f"hal.executable.source private @{symbol} "
+        f"<{{objects = #hal.executable.objects<{{{target} = [{obj}]}}>}}> {{\n"
+        f"  hal.executable.export public @{kernel.name} ordinal(0) "
+        f"layout(#hal.pipeline.layout<bindings = [{bindings}]>) "
+        "count(%device: !hal.device) -> (index, index, index) {\n"
+        f"    %x = arith.constant {x} : index\n"
+        f"    %y = arith.constant {y} : index\n"
+        f"    %z = arith.constant {z} : index\n"
+        "    hal.return %x, %y, %z : index, index, index\n"
+        f"  }} <{{workgroup_size = [{kernel.threads} : index, 1 : index, 1 : index], "
+        f"workgroup_local_memory = {kernel.shared_bytes} : index}}>\n"
+        "}\n"
+    )
+
+
+def build_dispatch(
+    op: ir.Operation, kernel: Kernel, spec: Spec, symbol: str, result_type: ir.Type
+) -> ir.Value:
+    """Adds the executable to the module and a flow.dispatch of it before ``op``.
+
+    Bindings follow the kernel's parameters: Q, K, V, the mask (Q again without one),
+    the output, then two scratch results for the pointers Triton appends.
+    """
+    q, k, v = list(op.operands)[:3]
+    mask = op.operands[4] if spec.mask_dtype is not None else q
+    with ir.InsertionPoint(op), op.location:  # GQA: the kernel reads each KV head once
+        k, v = _kv_source(k, spec.kv_group), _kv_source(v, spec.kv_group)
+    module = op.parent
+    while module.name != "builtin.module":
+        module = module.parent
+    source = ir.Operation.parse(executable_source(symbol, kernel, spec, 5 + HIDDEN_POINTERS))
+    ir.InsertionPoint.at_block_begin(module.regions[0].blocks[0]).insert(source)
+    scratch = ir.RankedTensorType.get([1], ir.IntegerType.get_signless(8))
+    entry = ir.SymbolRefAttr.get([symbol, kernel.name])
+    with ir.InsertionPoint(op), op.location:
+        dispatch = ir.Operation.create(
+            "flow.dispatch",
+            results=[result_type] + [scratch] * HIDDEN_POINTERS,
+            operands=[q, k, v, mask],
+            attributes={
+                "entry_points": ir.ArrayAttr.get([entry]),
+                "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 4, 0, 0]),
+                "tied_operands": ir.ArrayAttr.get(
+                    [ir.IntegerAttr.get(ir.IndexType.get(), -1)] * (1 + HIDDEN_POINTERS)
+                ),
+                MARKER: ir.UnitAttr.get(),
+            },
+        )
+    return dispatch.results[0]
