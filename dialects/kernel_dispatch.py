@@ -9,7 +9,9 @@ as the executable for CUDA and dispatches it like its own.
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import asdict
 
 from fusion_compiler.dialects import causal, flash, linalg
 from fusion_compiler.dialects.builders import dims, erase_dead
@@ -29,14 +31,15 @@ _TRITON_OPS: dict[str, str] = {
     "arith.minimumf": "tl.minimum({0}, {1})",
     "arith.extf": "{0}",
     "arith.truncf": "{0}",
-    "math.tanh": "libdevice.tanh({0})",
+    "math.tanh": "(2.0 * tl.sigmoid(2.0 * {0}) - 1.0)",  # what the interpreter runs too
     "math.exp2": "tl.math.exp2({0})",
     "math.exp": "tl.exp({0})",
     "math.log2": "tl.math.log2({0})",
     "math.absf": "tl.abs({0})",
 }
 
-# A unit attribute on each kernel dispatch, so fused attentions can still be counted.
+# On each kernel dispatch: the kernel's Spec as JSON, readable in the IR dumps (and how
+# fused attentions are still counted and tests rebuild the kernel).
 MARKER = "fusion.attention_kernel"
 
 _ELEMENTS = {"f16": "f16", "bf16": "bf16", "f32": "f32"}
@@ -285,7 +288,20 @@ def build_dispatch(
                 "tied_operands": ir.ArrayAttr.get(
                     [ir.IntegerAttr.get(ir.IndexType.get(), -1)] * (1 + HIDDEN_POINTERS)
                 ),
-                MARKER: ir.UnitAttr.get(),
+                MARKER: ir.StringAttr.get(json.dumps(asdict(spec), sort_keys=True)),
             },
         )
     return dispatch.results[0]
+
+
+def specs_in(module: ir.Operation) -> list[Spec]:
+    """The Spec of every generated-kernel dispatch in ``module``, in order."""
+    found: list[Spec] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "flow.dispatch" and MARKER in op.attributes:
+            found.append(Spec(**json.loads(ir.StringAttr(op.attributes[MARKER]).value)))
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    return found

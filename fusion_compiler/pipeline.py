@@ -74,7 +74,7 @@ def _parse_options(name: str, text: str, options_type: type) -> object:
     return options_type(**values)
 
 
-_BUILT_DIALECTS = ("arith", "linalg", "math", "scf", "tensor", "iree_linalg_ext")
+_BUILT_DIALECTS = ("arith", "linalg", "math", "scf", "tensor", "iree_linalg_ext", "flow", "hal")
 
 
 def _python_pass(name: str, options_text: str, failures: list[BaseException]) -> Callable:

@@ -19,7 +19,7 @@ from pathlib import Path
 from fusion_compiler.errors import FusionCompilerError
 
 _TEMPLATE = Path(__file__).with_name("flash_template.py")
-_SCORE_STUB = "    # generated: the attention's score region on base-2 logits\n    return x\n"
+_SCORE_STUB = "        x = x  # generated: the score region, on base-2 logits\n"
 _TRITON_TYPES = {"f16": "fp16", "bf16": "bf16", "f32": "fp32"}
 _POINTERS = ("Q", "K", "V", "Mask", "Out")  # the kernel's pointer parameters, in order
 # Triton appends two pointers of its own (global and profile scratch) after ours.
@@ -53,6 +53,25 @@ class Spec:
     def grid(self) -> tuple[int, int, int]:
         return (-(-self.n_q // self.block_m), self.batch, 1)
 
+    def constants(self) -> dict[str, object]:
+        """The template's ``tl.constexpr`` parameters."""
+        return {
+            "QK_SCALE": self.qk_scale,
+            "N_Q": self.n_q,
+            "N_K": self.n_k,
+            "D": self.d,
+            "D_PAD": _pow2(self.d),
+            "DV": self.dv,
+            "DV_PAD": _pow2(self.dv),
+            "K_TRANSPOSED": self.k_transposed,
+            "CAUSAL": self.causal_offset is not None,
+            "CAUSAL_OFFSET": self.causal_offset or 0,
+            "HAS_MASK": self.mask_dtype is not None,
+            "KV_GROUP": self.kv_group,
+            "BLOCK_M": self.block_m,
+            "BLOCK_N": self.block_n,
+        }
+
 
 @dataclass(frozen=True)
 class Kernel:
@@ -73,11 +92,11 @@ def _pow2(n: int) -> int:
 
 
 def source_of(spec: Spec) -> str:
-    """The template with ``score`` replaced by the generated expression."""
+    """The template with the score line replaced by the generated expression of ``x``."""
     text = _TEMPLATE.read_text()
     if _SCORE_STUB not in text:
         raise RuntimeError(f"{_TEMPLATE} lost its score stub")
-    return text.replace(_SCORE_STUB, f"    return {spec.score}\n")
+    return text.replace(_SCORE_STUB, f"        x = {spec.score}\n")
 
 
 def compile_kernel(spec: Spec) -> Kernel:
@@ -106,6 +125,46 @@ def compile_kernel(spec: Spec) -> Kernel:
     return kernel
 
 
+def load_source(spec: Spec, directory: Path) -> object:
+    """The generated kernel as a Triton JIT function (the source is written to
+    ``directory``: Triton reads a kernel's source from its file)."""
+    path = directory / "kernel.py"
+    path.write_text(source_of(spec))
+    return _import(path).attention
+
+
+def run_interpreted(spec: Spec, q, k, v, mask=None):  # torch tensors -> torch tensor
+    """Runs the generated kernel on the CPU with Triton's interpreter: how the kernel's
+    numerics are tested where there is no GPU. Q (batch, n_q, d), K (batch // kv_group,
+    n_k, d) or its transpose, V (batch // kv_group, n_k, dv), mask (batch, n_q, n_k).
+
+    Triton picks the interpreter when it is imported, so the kernel runs in a child
+    process (``fusion_compiler.kernels.interpret``).
+    """
+    import subprocess
+    import sys
+    import tempfile
+
+    import torch
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "call.pt"
+        torch.save({"spec": asdict(spec), "args": [q, k, v, mask]}, path)
+        env = {**os.environ, "TRITON_INTERPRET": "1"}
+        command = [sys.executable, "-m", "fusion_compiler.kernels.interpret", str(path)]
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"interpreted kernel failed:\n{done.stderr[-4000:]}")
+        return torch.load(path.with_suffix(".out.pt"))
+
+
+def _import(path: Path):
+    module_spec = importlib.util.spec_from_file_location("fusion_attention_kernel", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
 def _triton_compile(spec: Spec, source_path: Path):  # -> triton CompiledKernel
     try:
         import triton
@@ -116,9 +175,7 @@ def _triton_compile(spec: Spec, source_path: Path):  # -> triton CompiledKernel
             "generating an sm_90 attention kernel needs Triton: "
             "pip install 'fusion-compiler[kernels]', or compile with cuda_arch='sm_80'"
         ) from None
-    module_spec = importlib.util.spec_from_file_location("fusion_attention_kernel", source_path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
+    module = _import(source_path)
     element = _TRITON_TYPES[spec.dtype]
     signature = {  # in the order of _POINTERS
         "Q": f"*{element}",
@@ -128,22 +185,7 @@ def _triton_compile(spec: Spec, source_path: Path):  # -> triton CompiledKernel
         "Mask": f"*{_TRITON_TYPES[spec.mask_dtype or spec.dtype]}",
         "Out": f"*{_TRITON_TYPES[spec.out_dtype or spec.dtype]}",
     }
-    constants = {
-        "QK_SCALE": spec.qk_scale,
-        "N_Q": spec.n_q,
-        "N_K": spec.n_k,
-        "D": spec.d,
-        "D_PAD": _pow2(spec.d),
-        "DV": spec.dv,
-        "DV_PAD": _pow2(spec.dv),
-        "K_TRANSPOSED": spec.k_transposed,
-        "CAUSAL": spec.causal_offset is not None,
-        "CAUSAL_OFFSET": spec.causal_offset or 0,
-        "HAS_MASK": spec.mask_dtype is not None,
-        "KV_GROUP": spec.kv_group,
-        "BLOCK_M": spec.block_m,
-        "BLOCK_N": spec.block_n,
-    }
+    constants = spec.constants()
     signature.update(dict.fromkeys(constants, "constexpr"))
     # IREE's bindings are at least 16-byte aligned; saying so lets Triton vectorise loads
     # (measured on the H200: about half the speed without it).

@@ -1,15 +1,9 @@
 # The FlashAttention-2 forward kernel that fusion-kernel-attention specialises for each
-# fused attention. This file is a template: ``score`` is generated from the attention's
-# score region, and every other choice is a ``tl.constexpr`` set at compile time.
+# fused attention. This file is a template: the line marked "generated" becomes the
+# attention's score region, and every other choice is a ``tl.constexpr`` set at compile
+# time.
 import triton
 import triton.language as tl
-from triton.language.extra import libdevice  # noqa: F401 - generated scores may use it
-
-
-@triton.jit
-def score(x):
-    # generated: the attention's score region on base-2 logits
-    return x
 
 
 @triton.jit
@@ -73,7 +67,8 @@ def attention(
                 mask=(d[:, None] < D) & (keys[None, :] < N_K),
                 other=0.0,
             )
-        x = score(tl.dot(q, k) * QK_SCALE)
+        x = tl.dot(q, k) * QK_SCALE
+        x = x  # generated: the score region, on base-2 logits
         if HAS_MASK:
             bias = tl.load(
                 Mask + batch * N_Q * N_K + rows[:, None] * N_K + keys[None, :],

@@ -1,0 +1,45 @@
+"""Runs one generated attention kernel under Triton's interpreter (TRITON_INTERPRET=1).
+
+    python -m fusion_compiler.kernels.interpret CALL.pt    (writes CALL.out.pt)
+
+``run_interpreted`` starts this in a child process: Triton chooses the interpreter when
+it is first imported.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from fusion_compiler.kernels.attention import Spec, load_source
+
+_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
+
+
+def main(path: Path) -> None:
+    from triton.runtime import interpreter
+
+    call = torch.load(path)
+    spec = Spec(**call["spec"])
+    q, k, v, mask = call["args"]
+    out = torch.empty(spec.batch, spec.n_q, spec.dv, dtype=_DTYPES[spec.out_dtype or spec.dtype])
+    # Triton 3.6's interpreter turns a program id (a 1-element array) into a loop bound
+    # with int(), which NumPy 2 refuses; read the element instead.
+    patch_tensor = interpreter._patch_lang_tensor
+
+    def patched(tensor, scope) -> None:
+        patch_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    interpreter._patch_lang_tensor = patched
+    with tempfile.TemporaryDirectory() as directory:  # the interpreter re-reads the source
+        kernel = load_source(spec, Path(directory))
+        kernel[spec.grid](q, k, v, q if mask is None else mask, out, **spec.constants())
+    torch.save(out, path.with_suffix(".out.pt"))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

@@ -1,0 +1,103 @@
+// RUN: fusion-opt %s --split-input-file --verify-diagnostics \
+// RUN:   --pass-pipeline='builtin.module(fusion-kernel-attention{arch=sm_90})' \
+// RUN:   | FileCheck %s
+
+// A causal mask built from indices is proven purely causal: it is dropped and the
+// kernel masks (and skips) key blocks itself. Q is bound again where the mask would go.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#m = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @causal(%q: tensor<4x128x64xf16>, %k: tensor<4x128x64xf16>, %v: tensor<4x128x64xf16>) -> tensor<4x128x64xf16> {
+  %scale = arith.constant 0.125 : f32
+  %me = tensor.empty() : tensor<4x128x128xf16>
+  %mask = linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel", "parallel"]} outs(%me : tensor<4x128x128xf16>) {
+  ^bb0(%out: f16):
+    %i = linalg.index 1 : index
+    %j = linalg.index 2 : index
+    %above = arith.cmpi sgt, %j, %i : index
+    %ninf = arith.constant 0xFC00 : f16
+    %zero = arith.constant 0.0 : f16
+    %r = arith.select %above, %ninf, %zero : f16
+    linalg.yield %r : f16
+  } -> tensor<4x128x128xf16>
+  %e = tensor.empty() : tensor<4x128x64xf16>
+  // expected-remark @below {{attention lowered to a generated sm_90 kernel (f16, D=64, tiles 64x64, causal offset 0)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
+      ins(%q, %k, %v, %scale, %mask : tensor<4x128x64xf16>, tensor<4x128x64xf16>, tensor<4x128x64xf16>, f32, tensor<4x128x128xf16>)
+      outs(%e : tensor<4x128x64xf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<4x128x64xf16>
+  return %o : tensor<4x128x64xf16>
+}
+// CHECK: hal.executable.source private @fusion_attention_0 <objects = <{#executable_target_cuda_nvptx_fb = [#hal.executable.object<{path = "fusion_attention_0.cubin", data = dense<"0x7F454C46{{[0-9A-F]+}}"> : vector<{{[0-9]+}}xi8>}>]}>>
+// CHECK: hal.executable.export public @attention ordinal(0)
+// CHECK: %[[X:.+]] = arith.constant 2 : index
+// CHECK: %[[Y:.+]] = arith.constant 4 : index
+// CHECK: hal.return %[[X]], %[[Y]], %{{.+}} : index, index, index
+// CHECK: } <workgroup_size = [128 : index, 1 : index, 1 : index], workgroup_local_memory = {{[0-9]+}}>
+// CHECK-LABEL: func.func @causal(
+// CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<4x128x64xf16>, %[[K:[a-z0-9]+]]: tensor<4x128x64xf16>, %[[V:[a-z0-9]+]]: tensor<4x128x64xf16>
+// CHECK-NOT: linalg.generic
+// CHECK: %[[D:.+]]:3 = flow.dispatch @fusion_attention_0::@attention(%[[Q]], %[[K]], %[[V]], %[[Q]]) {fusion.attention_kernel = "{{.*}}\22causal_offset\22: 0,{{.*}}\22mask_dtype\22: null,{{.*}}"} : (tensor<4x128x64xf16>, tensor<4x128x64xf16>, tensor<4x128x64xf16>, tensor<4x128x64xf16>) -> (tensor<4x128x64xf16>, tensor<1xi8>, tensor<1xi8>)
+// CHECK-NOT: iree_linalg_ext.attention
+// CHECK: return %[[D]]#0
+
+// -----
+
+// A softcap region becomes the kernel's score expression; a mask that is not provably
+// causal (an input) is read per tile.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#m = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+func.func @softcap_bias(%q: tensor<2x64x128xbf16>, %k: tensor<2x96x128xbf16>, %v: tensor<2x96x128xbf16>, %bias: tensor<2x64x96xf32>) -> tensor<2x64x128xbf16> {
+  %scale = arith.constant 0.088 : f32
+  %e = tensor.empty() : tensor<2x64x128xbf16>
+  // expected-remark @below {{attention lowered to a generated sm_90 kernel (bf16, D=128, tiles 128x64)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
+      ins(%q, %k, %v, %scale, %bias : tensor<2x64x128xbf16>, tensor<2x96x128xbf16>, tensor<2x96x128xbf16>, f32, tensor<2x64x96xf32>)
+      outs(%e : tensor<2x64x128xbf16>) {
+    ^bb0(%x: f32):
+      %inv = arith.constant 0.02 : f32
+      %y = arith.mulf %x, %inv : f32
+      %t = math.tanh %y : f32
+      %cap = arith.constant 50.0 : f32
+      %z = arith.mulf %t, %cap : f32
+      iree_linalg_ext.yield %z : f32
+  } -> tensor<2x64x128xbf16>
+  return %o : tensor<2x64x128xbf16>
+}
+// CHECK-LABEL: func.func @softcap_bias(
+// CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<2x64x128xbf16>, %[[K:[a-z0-9]+]]: tensor<2x96x128xbf16>, %[[V:[a-z0-9]+]]: tensor<2x96x128xbf16>, %[[B:[a-z0-9]+]]: tensor<2x64x96xf32>
+// CHECK: flow.dispatch @fusion_attention_0::@attention(%[[Q]], %[[K]], %[[V]], %[[B]]) {fusion.attention_kernel = "{{.*}}\22mask_dtype\22: \22f32\22,{{.*}}\22score\22: \22((2.0 * tl.sigmoid(2.0 * (x * 0.019999999552965164)) - 1.0) * 50.0)\22{{.*}}"}
+
+// -----
+
+// f32 attention stays for IREE's code generation, with the reason.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+func.func @f32(%q: tensor<2x16x32xf32>, %k: tensor<2x16x32xf32>, %v: tensor<2x16x32xf32>) -> tensor<2x16x32xf32> {
+  %scale = arith.constant 0.125 : f32
+  %e = tensor.empty() : tensor<2x16x32xf32>
+  // expected-remark @below {{attention left to IREE's code generation: Q, K and V are not all f16 or all bf16}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #o]}>
+      ins(%q, %k, %v, %scale : tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>, f32)
+      outs(%e : tensor<2x16x32xf32>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<2x16x32xf32>
+  return %o : tensor<2x16x32xf32>
+}
+// CHECK-LABEL: func.func @f32(
+// CHECK-NOT: flow.dispatch
+// CHECK: iree_linalg_ext.attention
