@@ -8,20 +8,24 @@ by fusion-detect-attention, lowered by fusion-kernel-attention to a generated sm
 kernel), ours (the same, IREE's attention op for CUDA sm_80), IREE alone on SDPA
 (IREE's own lowering of F.scaled_dot_product_attention, its default configuration),
 torch eager unfused, torch SDPA flash, torch SDPA cuDNN, torch.compile of the unfused
-code. Each is timed with CUDA events around single calls after warm-up, median of the
-repetitions, rotating three input sets; IREE modules are called on device-resident
-buffers (inputs imported through DLPack, result left on the device). Each output is
-checked against float32 PyTorch in the same run. Writes ``<gpu>.json`` (one record
+code. Torch systems are timed with CUDA events around single calls after warm-up,
+median of the repetitions, rotating three input sets; IREE modules by the device time
+of their kernels (CUPTI, through torch's profiler) over calls submitted back to back
+on device-resident buffers (inputs imported through DLPack, results left on the
+device), and apart from that by the wall time of a blocking Python call (``call_ms``).
+Each output is checked against float32 PyTorch in the same run. Writes ``<gpu>.json`` (one record
 per case and system) and a Markdown table. TFLOP/s = 4·B·H·Nq·Nk·D / t, halved for
 causal.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -124,18 +128,38 @@ def _events_ms(fn, inputs: list[tuple]) -> float:
 
 
 def _iree_system(path: Path):
-    """A callable on device-resident buffers, and one that returns a torch tensor."""
+    """A timer and a checked call for one IREE module on device-resident tensors.
+
+    The time is the module's device time per call: the durations of its kernels as
+    CUPTI records them (torch's profiler sees IREE's launches too) over calls submitted
+    back to back, as CUDA events time the torch systems' kernels. The host-side cost of
+    a Python call is recorded apart (``call_ms``, a blocking call, median).
+    """
     function = fc.load(path, device="cuda")["main"]
-    raw = function._function
 
-    def on_device(*tensors):
-        torch.cuda.current_stream().synchronize()
-        return raw(*[function._to_device(t) for t in tensors])  # DLPack, no copy
+    def timer(inputs: list[tuple]) -> float:
+        for args in inputs:  # warm-up
+            function.submit(*args)
+        function.submit(*inputs[0]).wait()
+        activities = [torch.profiler.ProfilerActivity.CUDA]
+        with torch.profiler.profile(activities=activities) as profile:
+            for i in range(REPEATS):
+                last = function.submit(*inputs[i % len(inputs)])
+            last.wait()
+        device = torch.autograd.DeviceType.CUDA
+        kernels = [e for e in profile.events() if e.device_type == device]
+        return sum(e.device_time for e in kernels) / REPEATS / 1e3
 
-    def checked(*tensors):
-        return function(*tensors)
+    def call_ms(inputs: list[tuple]) -> float:
+        times = []
+        for i in range(REPEATS):
+            start = time.perf_counter()
+            function(*inputs[i % len(inputs)])
+            times.append((time.perf_counter() - start) * 1e3)
+        return statistics.median(times)
 
-    return on_device, checked
+    timer.call_ms = call_ms
+    return timer, function
 
 
 def run(folder: Path, out: Path) -> int:
@@ -162,14 +186,17 @@ def run(folder: Path, out: Path) -> int:
                 return SDPA(causal)(q, k, v)
 
         systems = {
-            "torch_eager_unfused": (unfused, unfused),
-            "torch_sdpa_flash": (flash, flash),
-            "torch_sdpa_cudnn": (cudnn, cudnn),
-            "torch_compile_unfused": (compiled, compiled),
+            name: (functools.partial(_events_ms, fn), fn)
+            for name, fn in (
+                ("torch_eager_unfused", unfused),
+                ("torch_sdpa_flash", flash),
+                ("torch_sdpa_cudnn", cudnn),
+                ("torch_compile_unfused", compiled),
+            )
         }
         for system in ("ours_sm90", "ours", "iree_sdpa"):
             systems[system] = _iree_system(folder / f"{_name(case)}.{system}.vmfb")
-        for system, (timed, checked) in systems.items():
+        for system, (timer, checked) in systems.items():
             record = dict(
                 case=_name(case),
                 dtype=str(dtype).removeprefix("torch."),
@@ -186,8 +213,10 @@ def run(folder: Path, out: Path) -> int:
                 with torch.no_grad():
                     got = checked(*inputs[0])
                     error = ((got.float() - ref).norm() / ref.norm()).item()
-                    ms = _events_ms(timed, inputs)
+                    ms = timer(inputs)
                 record.update(ms=ms, tflops=flops / ms / 1e9, rel_err=error)
+                if hasattr(timer, "call_ms"):
+                    record.update(call_ms=timer.call_ms(inputs))
             except Exception as exc:  # a system that cannot run this case is a result
                 record.update(
                     ms=None, tflops=None, rel_err=None, error=str(exc).splitlines()[0][:200]

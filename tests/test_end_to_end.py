@@ -137,3 +137,13 @@ def test_same_example_tensor_for_several_arguments_keeps_them_distinct() -> None
     assert rel_error(run(q, k, v), _Attention()(q, k, v)) < 1e-5
     with pytest.raises(fc.ArgumentError, match=r"takes 3 tensor argument\(s\)"):
         run(q, k)
+
+
+def test_submitted_calls_run_in_order_without_waiting() -> None:
+    model = SDPABlock(causal=True).eval()
+    run = fc.load(fc.compile(model, example_args=(torch.randn(2, 32, 64),)))
+    inputs = [torch.randn(2, 32, 64) for _ in range(4)]
+    pending = [run["main"].submit(x) for x in inputs]  # queued back to back
+    with torch.no_grad():
+        for call, x in zip(pending, inputs, strict=True):
+            assert rel_error(call.result(), model(x)) < 1e-4

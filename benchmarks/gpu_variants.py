@@ -1,0 +1,93 @@
+"""Every attention variant of the detection tests, compiled for the H200's kernel path.
+
+On the CPU machine:
+    .venv/bin/python benchmarks/gpu_variants.py build/gpu_variants [CUDA_ARCH]
+writes one module per variant (fp16 and bf16, target="cuda", default cuda_arch sm_90:
+generated kernels) with its model weights and an index; on the GPU machine
+    FUSION_GPU_MODULES=build/gpu_variants python3 -m pytest -q -m gpu tests/test_gpu_variants.py
+runs each on fresh inputs against PyTorch in float64.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
+from variants import Attention  # noqa: E402
+
+import fusion_compiler as fc  # noqa: E402
+
+MASKS = [
+    None,
+    "causal-tril",
+    "causal-where",
+    "causal-additive",
+    "causal-iota",
+    "alibi",
+    "relative-bias",
+    "softcap",
+    "softcap-causal",
+]
+# name -> (Attention kwargs, (B, H, Hkv, Nq, Nk, D))
+VARIANTS: dict[str, tuple[dict, tuple[int, ...]]] = {
+    **{
+        f"scale_{s}": (dict(heads=4, nq=77, nk=77, head_dim=64, scale_on=s), (2, 4, 4, 77, 77, 64))
+        for s in ("scores-mul", "scores-div", "q", "k", "none")
+    },
+    **{
+        f"mask_{m or 'none'}_cross": (
+            dict(heads=2, nq=77, nk=333, head_dim=64, mask=m, upcast=True),
+            (1, 2, 2, 77, 333, 64),
+        )
+        for m in MASKS
+    },
+    **{
+        f"gqa_{g}_kv{kv}": (
+            dict(heads=4, nq=130, nk=130, head_dim=64, gqa=g, kv_heads=kv, mask="causal-iota"),
+            (1, 4, kv, 130, 130, 64),
+        )
+        for g in ("repeat_interleave", "repeat_kv")
+        for kv in (1, 2)
+    },
+    **{
+        f"head_dim_{d}": (dict(heads=2, nq=100, nk=150, head_dim=d), (1, 2, 2, 100, 150, d))
+        for d in (32, 80, 96, 128, 160, 256)
+    },
+}
+DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
+
+
+def inputs(shape: tuple[int, ...], dtype: torch.dtype, device: str = "cpu") -> tuple:
+    b, h, hkv, nq, nk, d = shape
+    sizes = [(b, h, nq, d), (b, hkv, nk, d), (b, hkv, nk, d)]
+    return tuple(torch.randn(s, device=device).to(dtype) for s in sizes)
+
+
+def prepare(folder: Path, cuda_arch: str = "sm_90") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    index = {}
+    for name, (kwargs, shape) in VARIANTS.items():
+        for dtype_name, dtype in DTYPES.items():
+            case = f"{name}_{dtype_name}"
+            torch.manual_seed(0)
+            model = Attention(**kwargs).eval()
+            module = fc.compile(
+                model, example_args=inputs(shape, dtype), target="cuda", cuda_arch=cuda_arch
+            )
+            module.save(folder / f"{case}.vmfb")
+            torch.save(model.state_dict(), folder / f"{case}.pt")
+            kernels = sum("generated" in r.message for r in module.remarks)
+            index[case] = dict(kwargs=kwargs, shape=shape, dtype=dtype_name, kernels=kernels)
+            index[case].update(module.stats)
+            print(case, module.stats, f"kernels={kernels}", flush=True)
+    (folder / "index.json").write_text(json.dumps(index, indent=1))
+
+
+if __name__ == "__main__":
+    prepare(Path(sys.argv[1]), *sys.argv[2:])

@@ -1,0 +1,43 @@
+"""Every detection variant on the GPU through the kernel path, against PyTorch.
+
+The modules are compiled on a machine with the compiler (benchmarks/gpu_variants.py);
+this test runs where the GPU is, with only the runtime: set FUSION_GPU_MODULES to the
+folder. Results on the H200: benchmarks/results/gpu_variants_h200.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, rel_error
+from variants import Attention
+
+import fusion_compiler as fc
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from gpu_variants import DTYPES, inputs  # noqa: E402
+
+BOUND = {"f16": 3e-3, "bf16": 2e-2}
+FOLDER = Path(os.environ.get("FUSION_GPU_MODULES", ROOT / "build" / "gpu_variants"))
+INDEX = json.loads((FOLDER / "index.json").read_text()) if (FOLDER / "index.json").exists() else {}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not INDEX, reason=f"no prepared modules in {FOLDER}")
+@pytest.mark.parametrize("case", sorted(INDEX))
+def test_variant_on_gpu(case: str) -> None:
+    entry = INDEX[case]
+    model = Attention(**entry["kwargs"]).eval()
+    model.load_state_dict(torch.load(FOLDER / f"{case}.pt"))
+    run = fc.load(FOLDER / f"{case}.vmfb", device="cuda")
+    fresh = inputs(tuple(entry["shape"]), DTYPES[entry["dtype"]], device="cuda")
+    with torch.no_grad():
+        want = model.double().cuda()(*(x.double() for x in fresh))
+    got = run(*fresh)
+    assert got.is_cuda
+    assert rel_error(got, want) < BOUND[entry["dtype"]]
