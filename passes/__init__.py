@@ -16,6 +16,7 @@ _MODULES: dict[str, str] = {
     "fusion-find-softmax": "fusion_compiler.passes.find_softmax",
     "fusion-kernel-attention": "fusion_compiler.passes.kernel_attention",
     "fusion-online-softmax": "fusion_compiler.passes.online_softmax",
+    "fusion-schedule": "fusion_compiler.passes.schedule",
 }
 
 # What ``fc.compile`` runs between the Linalg and the fused stage, per target. Each
@@ -50,6 +51,7 @@ def kernel_pipeline(arch: str) -> list[str]:
     return [
         "fusion-detect-attention",
         *_CLEANUP,
+        f"fusion-schedule{{arch={arch}}}",
         f"fusion-kernel-attention{{arch={arch}}}",
         _SAFE_HEAD_DIM,
         "fusion-find-softmax",

@@ -4,8 +4,9 @@ For NVIDIA Hopper (sm_90a: wgmma, which IREE's own NVIDIA code generation does n
 emit). Each ``iree_linalg_ext.attention`` gets a FlashAttention-2 kernel specialised to
 its dtype, sizes, head dims, K layout, causal offset, mask and score region
 (``dialects/kernel_dispatch.py``), compiled ahead of time with Triton and embedded in the
-module; a proven causal mask is dropped and its key blocks skipped. An op the kernel
-cannot take stays for IREE's code generation, with a remark saying why.
+module; a proven causal mask is dropped and its key blocks skipped. Tiles come from
+fusion-schedule. An op the kernel cannot take stays for IREE's code generation, with a
+remark saying why.
 """
 
 from __future__ import annotations
@@ -14,43 +15,36 @@ from dataclasses import dataclass
 
 from fusion_compiler.dialects import flash, kernel_dispatch, linalg_ext
 from fusion_compiler.dialects.builders import erase_dead
+from fusion_compiler.passes import schedule
 
 from fusion_compiler import remarks
 from fusion_compiler.ir import ir
+from fusion_compiler.kernels import schedules
 from fusion_compiler.kernels.attention import compile_kernel
 
 NAME = "fusion-kernel-attention"
-
-# Tiles per (padded head dim, causal), the fastest found on the H200 by
-# benchmarks/kernel_tiles.py (benchmarks/results/kernel_tiles_h200.md):
-# (block_m, block_n, num_warps, num_stages). Head dim 256 is not tuned yet.
-SCHEDULES: dict[tuple[int, bool], tuple[int, int, int, int]] = {
-    (64, False): (64, 128, 4, 2),
-    (64, True): (64, 64, 4, 3),
-    (128, False): (128, 64, 4, 2),
-    (128, True): (64, 64, 4, 3),
-    (256, False): (64, 32, 4, 2),
-    (256, True): (64, 32, 4, 2),
-}
 
 
 @dataclass(frozen=True)
 class Options:
     arch: str = "sm_90"
-    block_m: int = 0  # 0: from SCHEDULES
+    block_m: int = 0  # 0: fusion-schedule's choice
     block_n: int = 0
     num_warps: int = 0
     num_stages: int = 0
 
 
-def _tiles(head_dim: int, causal: bool, options: Options) -> dict[str, int]:
-    padded = min(d for d, _ in SCHEDULES if d >= head_dim)
-    block_m, block_n, warps, stages = SCHEDULES[padded, causal]
+def _tiles(op: ir.Operation, options: Options) -> dict[str, int]:
+    """fusion-schedule's tiles for ``op`` (chosen here if it did not run), with the
+    pass options' overrides."""
+    tiles = schedule.read(op)
+    if tiles is None:
+        tiles, _ = schedules.choose(schedule.shape_class(op, options.arch))
     return {
-        "block_m": options.block_m or block_m,
-        "block_n": options.block_n or block_n,
-        "num_warps": options.num_warps or warps,
-        "num_stages": options.num_stages or stages,
+        "block_m": options.block_m or tiles.block_m,
+        "block_n": options.block_n or tiles.block_n,
+        "num_warps": options.num_warps or tiles.num_warps,
+        "num_stages": options.num_stages or tiles.num_stages,
         "arch": int(options.arch.removeprefix("sm_").rstrip("a")),
     }
 
@@ -81,10 +75,7 @@ def _run(module: ir.Operation, options: Options) -> None:
         if isinstance(form, str):
             remarks.emit(op.location, f"attention left to IREE's code generation: {form}")
             continue
-        v_dim = ir.RankedTensorType(op.operands[2].type).shape[2]
-        head_dim = min(max(linalg_ext.head_dim(op), v_dim), 256)
-        tiles = _tiles(head_dim, form.causal_offset is not None, options)
-        spec = kernel_dispatch.spec_for(op, form, tiles)
+        spec = kernel_dispatch.spec_for(op, form, _tiles(op, options))
         if isinstance(spec, str):
             remarks.emit(op.location, f"attention left to IREE's code generation: {spec}")
             continue

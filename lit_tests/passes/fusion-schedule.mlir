@@ -1,0 +1,47 @@
+// RUN: fusion-opt %s --split-input-file --verify-diagnostics \
+// RUN:   --pass-pipeline='builtin.module(fusion-schedule{arch=sm_90})' | FileCheck %s
+
+// A shape class measured on the H200 (fusion_compiler/kernels/schedules.json) gets its
+// tuned tiles.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+func.func @tuned(%q: tensor<16x4096x128xf16>, %k: tensor<16x4096x128xf16>, %v: tensor<16x4096x128xf16>) -> tensor<16x4096x128xf16> {
+  %scale = arith.constant 0.088 : f32
+  %e = tensor.empty() : tensor<16x4096x128xf16>
+  // expected-remark @below {{schedule 128x64 tiles, 4 warps, 2 stages (tuned sm_90/f16/d128/full/n4096; class sm_90/f16/d128/full/n4096)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #o]}>
+      ins(%q, %k, %v, %scale : tensor<16x4096x128xf16>, tensor<16x4096x128xf16>, tensor<16x4096x128xf16>, f32)
+      outs(%e : tensor<16x4096x128xf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<16x4096x128xf16>
+  return %o : tensor<16x4096x128xf16>
+}
+// CHECK-LABEL: func.func @tuned(
+// CHECK: iree_linalg_ext.attention {{.*}} {fusion.schedule = {block_m = 128 : i64, block_n = 64 : i64, num_stages = 2 : i64, num_warps = 4 : i64}}
+
+// -----
+
+// No tuned entry (head dim 256): the model's tiles, sized to fit shared memory.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+func.func @model(%q: tensor<2x100x256xbf16>, %k: tensor<2x150x256xbf16>, %v: tensor<2x150x256xbf16>) -> tensor<2x100x256xbf16> {
+  %scale = arith.constant 0.0625 : f32
+  %e = tensor.empty() : tensor<2x100x256xbf16>
+  // expected-remark @below {{schedule 64x32 tiles, 4 warps, 3 stages (model; class sm_90/bf16/d256/full/n1024)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #o]}>
+      ins(%q, %k, %v, %scale : tensor<2x100x256xbf16>, tensor<2x150x256xbf16>, tensor<2x150x256xbf16>, f32)
+      outs(%e : tensor<2x100x256xbf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<2x100x256xbf16>
+  return %o : tensor<2x100x256xbf16>
+}
+// CHECK-LABEL: func.func @model(
+// CHECK: {fusion.schedule = {block_m = 64 : i64, block_n = 32 : i64, num_stages = 3 : i64, num_warps = 4 : i64}}

@@ -1,0 +1,76 @@
+"""fusion-schedule: chooses the tiles of each fused attention's generated kernel.
+
+Each ``iree_linalg_ext.attention`` gets a ``fusion.schedule`` attribute (block_m,
+block_n, num_warps, num_stages) for the target architecture: the entry
+``fusion-autotune`` measured for its shape class (arch, dtype, padded head dim, causal,
+key-length bucket) in ``fusion_compiler/kernels/schedules.json``, or, for a class not
+tuned, ``schedules.model``'s tiles. A remark says which. ``fusion-kernel-attention``
+generates its kernel with these tiles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from fusion_compiler.dialects import flash, linalg_ext
+
+from fusion_compiler import remarks
+from fusion_compiler.ir import ir
+from fusion_compiler.kernels import schedules
+
+NAME = "fusion-schedule"
+ATTRIBUTE = "fusion.schedule"
+
+
+@dataclass(frozen=True)
+class Options:
+    arch: str = "sm_90"
+
+
+def shape_class(op: ir.Operation, arch: str) -> schedules.ShapeClass | None:
+    """The op's shape class, None for a layout the kernel path does not take."""
+    form = flash.layout(op)
+    if isinstance(form, str):
+        return None
+    q_type = ir.RankedTensorType(op.operands[0].type)
+    dtype = {"f16": "f16", "bf16": "bf16"}.get(str(q_type.element_type), str(q_type.element_type))
+    v_dim = ir.RankedTensorType(op.operands[2].type).shape[2]
+    head_dim = max(linalg_ext.head_dim(op), v_dim)
+    n_k = ir.RankedTensorType(op.operands[1].type).shape[2 if form.k_transposed else 1]
+    return schedules.ShapeClass.of(
+        arch.rstrip("a"), dtype, head_dim, form.causal_offset is not None, n_k
+    )
+
+
+def read(op: ir.Operation) -> schedules.Tiles | None:
+    """The tiles fusion-schedule put on ``op``, if it ran."""
+    if ATTRIBUTE not in op.attributes:
+        return None
+    attr = ir.DictAttr(op.attributes[ATTRIBUTE])
+    return schedules.Tiles(
+        **{k: ir.IntegerAttr(attr[k]).value for k in schedules.Tiles.__annotations__}
+    )
+
+
+def schedule_attention(op: ir.Operation, tiles: schedules.Tiles) -> None:
+    """attention -> attention {fusion.schedule = {block_m = .., ...}}"""
+    i64 = ir.IntegerType.get_signless(64)
+    op.attributes[ATTRIBUTE] = ir.DictAttr.get(
+        {k: ir.IntegerAttr.get(i64, v) for k, v in asdict(tiles).items()}
+    )
+
+
+def run(module: ir.Operation, options: Options) -> None:
+    table = schedules.load_table()
+    with module.context, module.location:
+        for op in linalg_ext.find_all(module):
+            shape = shape_class(op, options.arch)
+            if shape is None:
+                continue
+            tiles, source = schedules.choose(shape, table)
+            schedule_attention(op, tiles)
+            remarks.emit(
+                op.location,
+                f"schedule {tiles.block_m}x{tiles.block_n} tiles, {tiles.num_warps} warps, "
+                f"{tiles.num_stages} stages ({source}; class {shape.key})",
+            )
