@@ -7,6 +7,7 @@ work; aten lowering is IREE's torch input pipeline, not ours.
 from __future__ import annotations
 
 import copy
+import traceback
 import warnings
 from pathlib import Path
 
@@ -29,6 +30,30 @@ _PARTIAL_TORCH_LOWERING = (
 )
 
 
+def _export_error(model: torch.nn.Module, example_args: tuple, exc: Exception):
+    """torch.export's failure as one message: the error, the model's own line, the inputs."""
+    torch_dir = str(Path(torch.__file__).parent)
+    frames = [
+        f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(torch_dir)
+    ]
+    where = next(
+        (f"{Path(f.filename).name}:{f.lineno}: {f.line}" for f in reversed(frames) if f.line),
+        "(no line of the model's source in the trace)",
+    )
+    shapes = ", ".join(
+        f"{tuple(a.shape)} {str(a.dtype).removeprefix('torch.')}"
+        if isinstance(a, torch.Tensor)
+        else type(a).__name__
+        for a in example_args
+    )
+    message = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+    return FusionCompilerError(
+        f"torch.export could not trace {type(model).__name__} with example_args ({shapes}): "
+        f"{message}\n  at {where}\nCheck the example inputs' shapes and dtypes against "
+        "what the model expects."
+    )
+
+
 def load_model(
     model: object,
     example_args: tuple = (),
@@ -44,9 +69,12 @@ def load_model(
                 f"compiling a {type(model).__name__} needs example inputs: "
                 "fc.compile(model, example_args=(x, ...))"
             )
-        return torch.export.export(
-            model, _unalias(example_args), example_kwargs, dynamic_shapes=dynamic_shapes
-        )
+        try:
+            return torch.export.export(
+                model, _unalias(example_args), example_kwargs, dynamic_shapes=dynamic_shapes
+            )
+        except Exception as exc:  # the model failed on its example inputs: say where
+            raise _export_error(model, example_args, exc) from None
     if isinstance(model, Path) or (isinstance(model, str) and _looks_like_path(model)):
         path = Path(model)
         if not path.exists():

@@ -109,6 +109,15 @@ def test_module_without_example_inputs() -> None:
         fc.compile(SDPABlock())
 
 
+def test_example_inputs_the_model_cannot_take_name_the_model_line() -> None:
+    with pytest.raises(fc.FusionCompilerError) as info:
+        fc.compile(SDPABlock(), example_args=(torch.randn(2, 16, 48),))  # the block takes 64
+    message = str(info.value)
+    assert "could not trace SDPABlock with example_args ((2, 16, 48) float32)" in message
+    assert "models.py:" in message and "Check the example inputs" in message
+    assert "Traceback" not in message
+
+
 def test_missing_files_and_unknown_device(tmp_path: Path) -> None:
     with pytest.raises(fc.FusionCompilerError, match="no such file"):
         fc.compile(str(tmp_path / "absent.pt2"))
