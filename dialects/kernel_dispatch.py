@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from fusion_compiler.dialects import causal, flash, linalg
 from fusion_compiler.dialects.builders import dims, erase_dead
 from fusion_compiler.dialects.linalg_ext import LOG2E
 
 from fusion_compiler.ir import ir
-from fusion_compiler.kernels.attention import HIDDEN_POINTERS, Kernel, Spec
+from fusion_compiler.kernels.attention import HIDDEN_POINTERS, Kernel, Spec, View, contiguous
 
 # Score-region ops and the Triton expression of each (operands in order).
 _TRITON_OPS: dict[str, str] = {
@@ -157,19 +157,85 @@ def group_broadcast(value: ir.Value) -> tuple[ir.Value, int] | None:
     return op.operands[0], ir.RankedTensorType(value.type).shape[2]
 
 
-def _kv_source(value: ir.Value, group: int) -> ir.Value:
-    """The (B·Hkv, n, d) tensor a group-broadcast ``value`` repeats (built before use)."""
-    if group == 1:
-        return value
-    source, _ = group_broadcast(value)
-    b, hkv, n, d = ir.RankedTensorType(source.type).shape
-    element = ir.RankedTensorType(source.type).element_type
-    return ir.Operation.create(
-        "tensor.collapse_shape",
-        results=[ir.RankedTensorType.get([b * hkv, n, d], element)],
-        operands=[source],
-        attributes={"reassociation": ir.Attribute.parse("[[0, 1], [2], [3]]")},
-    ).results[0]
+def _contiguous(shape: list[int]) -> list[int]:
+    strides = [1] * len(shape)
+    for i in reversed(range(len(shape) - 1)):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    return strides
+
+
+def _shape(value: ir.Value) -> list[int]:
+    return list(ir.RankedTensorType(value.type).shape)
+
+
+def _strides4(x: ir.Value) -> tuple[ir.Value, list[int]]:
+    """A 4-D tensor as (the tensor holding its data, the strides of its dims there):
+    a transposed copy is read from its source."""
+    op = linalg.producer(x)
+    if op is not None and op.name == "linalg.transpose":
+        perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+        source = op.operands[0]
+        strides = _contiguous(_shape(source))
+        return source, [strides[perm[i]] for i in range(len(perm))]
+    return x, _contiguous(_shape(x))
+
+
+def strided_view(value: ir.Value, group: int = 1) -> tuple[ir.Value, View]:
+    """(base, view): ``value`` (batch, dim1, dim2) read in place from ``base``.
+
+    Looks through the head merge ``collapse_shape`` (B, H, ...) -> (B·H, ...), a head or
+    K transpose under it, and a GQA group broadcast (``group`` > 1), so those copies are
+    never made.
+    """
+    if group > 1:
+        source, _ = group_broadcast(value)
+        base, st = _strides4(source)
+        return base, (st[0], st[1], _shape(source)[1], st[2], st[3])
+    op = linalg.producer(value)
+    if (
+        op is not None
+        and op.name == "tensor.collapse_shape"
+        and _reassociation(op) == [[0, 1], [2], [3]]
+    ):
+        x = op.operands[0]
+        base, st = _strides4(x)
+        return base, (st[0], st[1], _shape(x)[1], st[2], st[3])
+    _, rows, cols = _shape(value)
+    return value, contiguous(rows, cols)
+
+
+@dataclass(frozen=True)
+class OutputPlan:
+    """Where the kernel writes: the op whose result it replaces, in which layout."""
+
+    replaced: ir.Operation  # the attention, its output cast, or the head transpose after
+    view: View
+    result_type: ir.Type
+
+
+def output_plan(op: ir.Operation) -> OutputPlan:
+    """Follows the result through an output cast, the head split (B·H -> B, H) and a
+    transpose to (B, N, H, Dv): the kernel writes that layout (consumer fusion)."""
+    replaced = output_cast(op) or op
+    result = replaced.results[0]
+    _, n_q, dv = _shape(result)
+    plan = OutputPlan(replaced, contiguous(n_q, dv), result.type)
+    uses = list(result.uses)
+    if len(uses) != 1 or uses[0].owner.name != "tensor.expand_shape":
+        return plan
+    expand = uses[0].owner
+    if _reassociation(expand) != [[0, 1], [2], [3]]:
+        return plan
+    x = expand.results[0]
+    uses = list(x.uses)
+    if len(uses) != 1 or uses[0].owner.name != "linalg.transpose":
+        return plan
+    transpose = uses[0].owner
+    perm = list(ir.DenseI64ArrayAttr(transpose.attributes["permutation"]))
+    y_strides = _contiguous(_shape(transpose.results[0]))
+    st = [y_strides[perm.index(j)] for j in range(4)]
+    view = (st[0], st[1], _shape(x)[1], st[2], st[3])
+    return OutputPlan(transpose, view, transpose.results[0].type)
 
 
 def _kv_group(op: ir.Operation, form: flash.Layout) -> int:
@@ -180,6 +246,19 @@ def _kv_group(op: ir.Operation, form: flash.Layout) -> int:
     if k is None or v is None or k[1] != v[1]:
         return 1
     return k[1]
+
+
+def operand_views(op: ir.Operation, form: flash.Layout, kv_group: int, has_mask: bool):
+    """The dispatch's input tensors (Q, K, V, mask) and the kernel's views of them."""
+    q, k, v = list(op.operands)[:3]
+    q_base, q_view = strided_view(q)
+    k_base, k_view = strided_view(k, kv_group)
+    if form.k_transposed:  # (batch, D, N_K): the kernel's view is (batch, key, dim)
+        sb, sh, h, s1, s2 = k_view
+        k_view = (sb, sh, h, s2, s1)
+    v_base, v_view = strided_view(v, kv_group)
+    m_base, m_view = strided_view(op.operands[4]) if has_mask else (q_base, q_view)
+    return [q_base, k_base, v_base, m_base], [q_view, k_view, v_view, m_view]
 
 
 def spec_for(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> Spec | str:
@@ -204,6 +283,8 @@ def spec_for(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> Spe
     dv = ir.RankedTensorType(v.type).shape[2]
     if max(d, dv) > 256:
         return f"head dim {max(d, dv)} above 256"
+    kv_group = _kv_group(op, form)
+    plan = output_plan(op)
     mask_dtype = None
     if form.has_mask and not (form.causal_offset is not None and causal.is_pure(op.operands[4])):
         mask_dtype = _element(op.operands[4])
@@ -217,12 +298,12 @@ def spec_for(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> Spe
         n_k=n_k,
         d=d,
         dv=dv,
-        k_transposed=form.k_transposed,
+        views=(*operand_views(op, form, kv_group, mask_dtype is not None)[1], plan.view),
         causal_offset=form.causal_offset,
         qk_scale=scale_value * LOG2E,
         score=score,
         out_dtype=None if out_dtype == dtype else out_dtype,
-        kv_group=_kv_group(op, form),
+        kv_group=kv_group,
         **tiles,
     )
 
@@ -258,18 +339,16 @@ def executable_source(symbol: str, kernel: Kernel, spec: Spec, n_bindings: int) 
     )
 
 
-def build_dispatch(
-    op: ir.Operation, kernel: Kernel, spec: Spec, symbol: str, result_type: ir.Type
-) -> ir.Value:
+def build_dispatch(op: ir.Operation, kernel: Kernel, spec: Spec, symbol: str) -> OutputPlan:
     """Adds the executable to the module and a flow.dispatch of it before ``op``.
 
     Bindings follow the kernel's parameters: Q, K, V, the mask (Q again without one),
-    the output, then two scratch results for the pointers Triton appends.
+    the output, then two scratch results for the pointers Triton appends. Inputs are the
+    tensors the kernel's views read in place; the result replaces ``output_plan(op)``.
     """
-    q, k, v = list(op.operands)[:3]
-    mask = op.operands[4] if spec.mask_dtype is not None else q
-    with ir.InsertionPoint(op), op.location:  # GQA: the kernel reads each KV head once
-        k, v = _kv_source(k, spec.kv_group), _kv_source(v, spec.kv_group)
+    form = flash.layout(op)
+    inputs, _ = operand_views(op, form, spec.kv_group, spec.mask_dtype is not None)
+    plan = output_plan(op)
     module = op.parent
     while module.name != "builtin.module":
         module = module.parent
@@ -277,11 +356,11 @@ def build_dispatch(
     ir.InsertionPoint.at_block_begin(module.regions[0].blocks[0]).insert(source)
     scratch = ir.RankedTensorType.get([1], ir.IntegerType.get_signless(8))
     entry = ir.SymbolRefAttr.get([symbol, kernel.name])
-    with ir.InsertionPoint(op), op.location:
+    with ir.InsertionPoint(plan.replaced), op.location:
         dispatch = ir.Operation.create(
             "flow.dispatch",
-            results=[result_type] + [scratch] * HIDDEN_POINTERS,
-            operands=[q, k, v, mask],
+            results=[plan.result_type] + [scratch] * HIDDEN_POINTERS,
+            operands=inputs,
             attributes={
                 "entry_points": ir.ArrayAttr.get([entry]),
                 "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 4, 0, 0]),
@@ -291,7 +370,8 @@ def build_dispatch(
                 MARKER: ir.StringAttr.get(json.dumps(asdict(spec), sort_keys=True)),
             },
         )
-    return dispatch.results[0]
+    plan.replaced.results[0].replace_all_uses_with(dispatch.results[0])
+    return plan
 
 
 def specs_in(module: ir.Operation) -> list[Spec]:

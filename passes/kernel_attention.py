@@ -50,17 +50,15 @@ def _tiles(op: ir.Operation, options: Options) -> dict[str, int]:
 
 
 def lower_attention_to_kernel(op: ir.Operation, spec, symbol: str) -> None:
-    """iree_linalg_ext.attention [-> cast] -> flow.dispatch @symbol::@attention.
+    """iree_linalg_ext.attention [-> cast] [-> head transpose] -> flow.dispatch @symbol.
 
-    The kernel is generated for this op; an output cast is written by the kernel.
+    The kernel is generated for this op; it reads Q, K, V where the model left them and
+    writes the output cast and in the layout the model goes on with.
     """
     kernel = compile_kernel(spec)
-    cast = kernel_dispatch.output_cast(op)
-    replaced = cast if cast is not None else op
-    result = kernel_dispatch.build_dispatch(op, kernel, spec, symbol, replaced.results[0].type)
-    replaced.results[0].replace_all_uses_with(result)
-    # the op, its cast, and a causal mask's producers, now computed in the kernel
-    erase_dead([replaced, op] if cast is not None else [op])
+    plan = kernel_dispatch.build_dispatch(op, kernel, spec, symbol)
+    # the op and what it replaced, and producers only the kernel's views still read
+    erase_dead([plan.replaced, op] if plan.replaced != op else [op])
 
 
 def run(module: ir.Operation, options: Options) -> None:

@@ -10,6 +10,8 @@ the cases here are fp16.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from conftest import rel_error
@@ -109,3 +111,46 @@ def test_sm90_module_compiles_with_the_kernel_inside() -> None:
     q, k, v = (torch.randn(1, 4, 128, 64).to(F16) for _ in range(3))
     module = fc.compile(model, example_args=(q, k, v), target="cuda", cuda_arch="sm_90")
     assert module.vmfb and module.stats["dispatches"] == 1
+
+
+class HeadsInSequenceLayout(torch.nn.Module):
+    """Q, K, V as projections give them, (B, N, H·D): heads split before, merged after."""
+
+    def __init__(self, heads: int, causal: bool):
+        super().__init__()
+        self.heads, self.causal = heads, causal
+
+    def forward(self, xq, xk, xv):
+        b, n, width = xq.shape
+        h, d = self.heads, width // self.heads
+
+        def split(t):
+            return t.view(b, t.shape[1], h, d).transpose(1, 2)
+
+        q, k, v = split(xq), split(xk), split(xv)
+        s = q @ k.transpose(-2, -1) / math.sqrt(d)
+        if self.causal:
+            rows = torch.arange(s.shape[-2])[:, None]
+            s = s.masked_fill(torch.arange(s.shape[-1])[None, :] > rows, float("-inf"))
+        y = torch.softmax(s.float(), dim=-1).to(xq.dtype) @ v
+        return y.transpose(1, 2).reshape(b, n, width)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_kernel_reads_and_writes_the_model_layout(causal: bool) -> None:
+    """No head transposes or K transpose are materialised: one dispatch in all."""
+    torch.manual_seed(0)
+    b, n, h, d = 2, 96, 4, 32
+    model = HeadsInSequenceLayout(h, causal).eval()
+    xq, xk, xv = (torch.randn(b, n, h * d).to(F16) for _ in range(3))
+    flow = fc.compile(
+        model, example_args=(xq, xk, xv), target="cuda", cuda_arch="sm_90", compile_to="flow"
+    )
+    assert flow.stats["dispatches"] == 1
+    spec = _compile_spec(model, (xq, xk, xv))
+    sequence_layout = (n * h * d, d, h, h * d, 1)  # (batch // H)·SB + (batch % H)·SH + ...
+    assert spec.views == (sequence_layout,) * 5
+    got = run_interpreted(spec, xq, xk, xv)  # the kernel writes (B, N, H, D)
+    with torch.no_grad():
+        want = model.double()(xq.double(), xk.double(), xv.double())
+    assert rel_error(got.reshape(want.shape), want) < BOUND[F16]

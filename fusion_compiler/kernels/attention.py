@@ -26,6 +26,14 @@ _POINTERS = ("Q", "K", "V", "Mask", "Out")  # the kernel's pointer parameters, i
 HIDDEN_POINTERS = 2
 
 
+View = tuple[int, int, int, int, int]  # (SB, SH, H, SR, SC) of a strided operand
+
+
+def contiguous(rows: int, cols: int) -> View:
+    """The view of a contiguous (batch, rows, cols) tensor."""
+    return (rows * cols, 0, 1, cols, 1)
+
+
 @dataclass(frozen=True)
 class Spec:
     """One attention, as the kernel sees it: sizes and choices are all compile-time."""
@@ -37,7 +45,7 @@ class Spec:
     n_k: int
     d: int
     dv: int
-    k_transposed: bool
+    views: tuple[View, ...]  # Q, K, V, mask, output: (SB, SH, H, SR, SC), see the template
     causal_offset: int | None
     qk_scale: float  # scale · log2(e)
     score: str  # Triton expression of ``x``: the score region in base 2
@@ -48,6 +56,9 @@ class Spec:
     arch: int = 90  # sm_90 -> sm_90a code
     out_dtype: str | None = None  # of the output, when not ``dtype`` (f32 in upcast models)
     kv_group: int = 1  # query heads per K/V head (GQA): K and V hold batch // kv_group
+
+    def __post_init__(self) -> None:  # views read back from JSON are lists
+        object.__setattr__(self, "views", tuple(tuple(v) for v in self.views))
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -63,13 +74,17 @@ class Spec:
             "D_PAD": _pow2(self.d),
             "DV": self.dv,
             "DV_PAD": _pow2(self.dv),
-            "K_TRANSPOSED": self.k_transposed,
             "CAUSAL": self.causal_offset is not None,
             "CAUSAL_OFFSET": self.causal_offset or 0,
             "HAS_MASK": self.mask_dtype is not None,
             "KV_GROUP": self.kv_group,
             "BLOCK_M": self.block_m,
             "BLOCK_N": self.block_n,
+            **{
+                f"{name}_{field}": value
+                for name, view in zip(("Q", "K", "V", "M", "O"), self.views, strict=True)
+                for field, value in zip(("SB", "SH", "H", "SR", "SC"), view, strict=True)
+            },
         }
 
 

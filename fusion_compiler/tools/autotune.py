@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from fusion_compiler.kernels import schedules
-from fusion_compiler.kernels.attention import Spec, load_source
+from fusion_compiler.kernels.attention import Spec, contiguous, load_source
 
 SPACE = [
     schedules.Tiles(m, n, w, s)
@@ -78,22 +78,23 @@ def tune(shape: schedules.ShapeClass, repeats: int, progress) -> dict | None:
         if schedules.shared_bytes(tiles, d) > 227 * 1024:
             progress(f"{shape.key} {tiles}: skipped (shared memory)")
             continue
+        view = contiguous(n, d)
         spec = Spec(
-            "f16",
-            None,
-            batch,
-            n,
-            n,
-            d,
-            d,
-            False,
-            0 if shape.causal else None,
-            d**-0.5 * _LOG2E,
-            "x",
-            tiles.block_m,
-            tiles.block_n,
-            tiles.num_warps,
-            tiles.num_stages,
+            dtype="f16",
+            mask_dtype=None,
+            batch=batch,
+            n_q=n,
+            n_k=n,
+            d=d,
+            dv=d,
+            views=(view,) * 5,
+            causal_offset=0 if shape.causal else None,
+            qk_scale=d**-0.5 * _LOG2E,
+            score="x",
+            block_m=tiles.block_m,
+            block_n=tiles.block_n,
+            num_warps=tiles.num_warps,
+            num_stages=tiles.num_stages,
         )
         out = torch.empty_like(q)
         with tempfile.TemporaryDirectory() as directory:
