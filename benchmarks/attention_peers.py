@@ -2,6 +2,7 @@
 
 On the CPU machine:  .venv/bin/python benchmarks/attention_peers.py prepare build/peers
 On the GPU machine:  python3 benchmarks/attention_peers.py run build/peers OUT_DIR
+CPU section (compiles and runs here): .venv/bin/python benchmarks/attention_peers.py cpu OUT_DIR
 
 Systems, per case: ours_sm90 (the attention written out as matmul/softmax/matmul, fused
 by fusion-detect-attention, lowered by fusion-kernel-attention to a generated sm_90a
@@ -197,46 +198,105 @@ def run(folder: Path, out: Path) -> int:
         for system in ("ours_sm90", "ours", "iree_sdpa"):
             systems[system] = _iree_system(folder / f"{_name(case)}.{system}.vmfb")
         for system, (timer, checked) in systems.items():
-            record = dict(
-                case=_name(case),
-                dtype=str(dtype).removeprefix("torch."),
-                B=b,
-                H=h,
-                Hkv=hkv,
-                Nq=n,
-                Nk=n,
-                D=d,
-                causal=causal,
-                system=system,
-            )
-            try:
-                with torch.no_grad():
-                    got = checked(*inputs[0])
-                    error = ((got.float() - ref).norm() / ref.norm()).item()
-                    ms = timer(inputs)
-                record.update(ms=ms, tflops=flops / ms / 1e9, rel_err=error)
-                if hasattr(timer, "call_ms"):
-                    record.update(call_ms=timer.call_ms(inputs))
-            except Exception as exc:  # a system that cannot run this case is a result
-                record.update(
-                    ms=None, tflops=None, rel_err=None, error=str(exc).splitlines()[0][:200]
-                )
-                torch.cuda.empty_cache()
-            records.append(record)
-            print(json.dumps(record), flush=True)
+            records.append(_record(case, system, timer, checked, inputs, ref, flops))
+            print(json.dumps(records[-1]), flush=True)
             (out / f"{gpu}.json").write_text(json.dumps(records, indent=1))  # so far
-    (out / f"{gpu}.json").write_text(json.dumps(records, indent=1))
+    _write(records, out, gpu)
+    return 0
+
+
+def _record(case, system: str, timer, checked, inputs, ref, flops: float) -> dict:
+    """One system on one case: output checked against ``ref``, then timed."""
+    b, h, hkv, n, d, dtype, causal = case
+    record = dict(
+        case=_name(case),
+        dtype=str(dtype).removeprefix("torch."),
+        B=b,
+        H=h,
+        Hkv=hkv,
+        Nq=n,
+        Nk=n,
+        D=d,
+        causal=causal,
+        system=system,
+    )
+    try:
+        with torch.no_grad():
+            got = checked(*inputs[0])
+            error = ((got.float() - ref).norm() / ref.norm()).item()
+            ms = timer(inputs)
+        record.update(ms=ms, tflops=flops / ms / 1e9, rel_err=error)
+        if hasattr(timer, "call_ms"):
+            record.update(call_ms=timer.call_ms(inputs))
+    except Exception as exc:  # a system that cannot run this case is a result
+        record.update(ms=None, tflops=None, rel_err=None, error=str(exc).splitlines()[0][:200])
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    return record
+
+
+def _write(records: list[dict], out: Path, name: str) -> None:
+    (out / f"{name}.json").write_text(json.dumps(records, indent=1))
     lines = ["| case | system | ms | TFLOP/s | rel. error |", "|---|---|---|---|---|"]
     for r in records:
         if r["ms"] is None:
             lines.append(f"| {r['case']} | {r['system']} | failed: {r['error']} | | |")
         else:
             lines.append(
-                f"| {r['case']} | {r['system']} | {r['ms']:.3f} | {r['tflops']:.0f} "
+                f"| {r['case']} | {r['system']} | {r['ms']:.3f} | {r['tflops']:.3g} "
                 f"| {r['rel_err']:.1e} |"
             )
-    (out / f"{gpu}.md").write_text("\n".join(lines) + "\n")
+    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+# The CPU section: small shapes, fp32, compiled and run in the same process.
+CPU_CASES = [
+    (1, 8, 8, n, 64, torch.float32, causal) for n in (512, 1024, 2048) for causal in (False, True)
+]
+
+
+def _wall_ms(fn, inputs: list[tuple]) -> float:
+    for args in inputs:  # warm-up
+        fn(*args)
+    times = []
+    for i in range(REPEATS):
+        start = time.perf_counter()
+        fn(*inputs[i % len(inputs)])
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def run_cpu(out: Path) -> int:
+    """Ours (IREE's attention op, and the online-softmax rewrite) against IREE alone on
+    SDPA, torch eager unfused and torch SDPA, on this machine's CPU; wall clock, median."""
+    out.mkdir(parents=True, exist_ok=True)
+    threads = torch.get_num_threads()
+    name = f"cpu_{threads}threads"
+    records = []
+    for case in CPU_CASES:
+        b, h, hkv, n, d, dtype, causal = case
+        inputs = [_qkv(case) for _ in range(3)]
+        with torch.no_grad():
+            ref = SDPA(causal)(*(x.double() for x in inputs[0])).float()
+        flops = 4 * b * h * n * n * d / (2 if causal else 1)
+        unfused, sdpa = Unfused(causal), SDPA(causal)
+        systems = {
+            "torch_eager_unfused": unfused,
+            "torch_sdpa": sdpa,
+        }
+        for system, model, options in (
+            ("ours", Unfused(causal), {}),
+            ("ours_online_softmax", Unfused(causal), {"attention": "online-softmax"}),
+            ("iree_sdpa", SDPA(causal), {}),
+        ):
+            module = fc.compile(model, example_args=inputs[0], target="cpu", **options)
+            systems[system] = fc.load(module)["main"]
+        for system, fn in systems.items():
+            timer = functools.partial(_wall_ms, fn)
+            records.append(_record(case, system, timer, fn, inputs, ref, flops))
+            print(json.dumps(records[-1]), flush=True)
+    _write(records, out, name)
     return 0
 
 
@@ -244,5 +304,7 @@ if __name__ == "__main__":
     command, folder = sys.argv[1], Path(sys.argv[2])
     if command == "prepare":
         prepare(folder)
+    elif command == "cpu":
+        sys.exit(run_cpu(folder))
     else:
         sys.exit(run(folder, Path(sys.argv[3])))

@@ -80,7 +80,7 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     compile_to: Stage | str = Stage.VMFB,
     pipeline: str | None = None,
     remarks: bool = False,
-    attention: str = "iree",
+    attention: str = "auto",
     cuda_arch: str = "sm_80",
 ) -> CompiledModule:
     """Compiles a PyTorch model or MLIR to an IREE module for ``target``.
@@ -90,8 +90,10 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     ``dump_ir``: a folder that receives the IR after every stage and pass.
     ``pipeline``: our pass pipeline, ``builtin.module(...)``; default DEFAULT_PIPELINE.
     ``remarks``: print what the passes found (and why they did not fuse) to stderr.
-    ``attention``: "iree" hands each fused attention to IREE's attention op;
-    "online-softmax" lowers it with our FlashAttention-2 rewrite (fusion-online-softmax).
+    ``attention``: "auto" (default) picks per target: our online-softmax rewrite on the
+    CPU, generated kernels on CUDA with ``cuda_arch="sm_90"``, IREE's op otherwise;
+    "iree" hands each fused attention to IREE's attention op; "online-softmax" lowers it
+    with our FlashAttention-2 rewrite (fusion-online-softmax).
     """
     compile_to = Stage.parse(compile_to)
     tgt = get_target(target, cuda_arch=cuda_arch)

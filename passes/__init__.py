@@ -42,7 +42,7 @@ ONLINE_SOFTMAX_PIPELINE: tuple[str, ...] = (
     "fusion-online-softmax",
     "fusion-find-softmax",
 )
-ATTENTION_MODES = ("iree", "online-softmax")
+ATTENTION_MODES = ("auto", "iree", "online-softmax")
 
 
 def kernel_pipeline(arch: str) -> list[str]:
@@ -59,19 +59,22 @@ def kernel_pipeline(arch: str) -> list[str]:
 
 
 def default_pipeline(
-    target: str, attention: str = "iree", kernel_arch: str | None = None
+    target: str, attention: str = "auto", kernel_arch: str | None = None
 ) -> list[str]:
     """Our passes for ``target``; ``attention`` picks who lowers the fused attention.
 
-    ``kernel_arch`` (CUDA only, e.g. "sm_90"): attentions become generated kernels.
+    "auto": on the CPU our online-softmax rewrite (measured 5x to 25x faster than IREE
+    3.13's attention op there, benchmarks/results/cpu.md); on CUDA generated kernels when
+    ``kernel_arch`` is set (e.g. "sm_90"), else IREE's op; Vulkan decomposes.
+    "iree": IREE's attention op (decomposed where IREE computes it wrongly or cannot).
     """
     if attention not in ATTENTION_MODES:
         raise ValueError(
             f"unknown attention mode {attention!r}; expected one of: {', '.join(ATTENTION_MODES)}"
         )
-    if attention == "online-softmax":
+    if attention == "online-softmax" or (attention == "auto" and target == "cpu"):
         return list(ONLINE_SOFTMAX_PIPELINE)
-    if kernel_arch is not None and target == "cuda":
+    if attention == "auto" and kernel_arch is not None and target == "cuda":
         return kernel_pipeline(kernel_arch)
     return list(DEFAULT_PIPELINES[target])
 

@@ -103,7 +103,7 @@ def test_head_dims_above_128_are_decomposed(model: torch.nn.Module, dtype: torch
     """With attention="iree"; the online-softmax rewrite takes them fused (below)."""
     # IREE 3.13 computes attention wrongly when the QK contraction exceeds 128 (on CPU
     # and CUDA; IREE's own SDPA lowering too): such attention is decomposed instead.
-    module = _check(model, _inputs(1, 2, 2, 40, 50, 160, dtype), fused=0)
+    module = _check(model, _inputs(1, 2, 2, 40, 50, 160, dtype), fused=0, attention="iree")
     assert any("above 128" in r.message for r in module.remarks), module.remarks
 
 
@@ -163,7 +163,7 @@ def test_remarks_printed_on_request(capsys: pytest.CaptureFixture[str]) -> None:
 def test_fusing_drops_the_dispatch_count() -> None:
     model = Attention(4, 64, 64, 32, mask="causal-tril")
     example = _inputs(1, 4, 4, 64, 64, 32, torch.float32)
-    fused = fc.compile(model, example_args=example)
+    fused = fc.compile(model, example_args=example, attention="iree")
     alone = fc.compile(model, example_args=example, pipeline="builtin.module()")
     assert fused.stats["attention_ops"] == 1 and alone.stats["attention_ops"] == 0
     assert fused.stats["dispatches"] < alone.stats["dispatches"]

@@ -31,9 +31,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pipeline", help="our pass pipeline, builtin.module(...)")
     p.add_argument(
         "--attention",
-        default="iree",
-        choices=["iree", "online-softmax"],
-        help="who lowers fused attention: IREE's op, or our FlashAttention-2 rewrite",
+        default="auto",
+        choices=["auto", "iree", "online-softmax"],
+        help="who lowers fused attention: auto (per target: online softmax on the CPU), "
+        "IREE's op, or our FlashAttention-2 rewrite",
     )
     p.add_argument("--remarks", action="store_true", help="print what the passes found")
     return p
