@@ -19,21 +19,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
-from variants import Attention  # noqa: E402
+from variants import FUSABLE_MASKS, Attention  # noqa: E402
 
 import fusion_compiler as fc  # noqa: E402
 
-MASKS = [
-    None,
-    "causal-tril",
-    "causal-where",
-    "causal-additive",
-    "causal-iota",
-    "alibi",
-    "relative-bias",
-    "softcap",
-    "softcap-causal",
-]
+MASKS = [None, *FUSABLE_MASKS]
 # name -> (Attention kwargs, (B, H, Hkv, Nq, Nk, D))
 VARIANTS: dict[str, tuple[dict, tuple[int, ...]]] = {
     **{

@@ -18,6 +18,19 @@ def _repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
     return x[:, :, None, :, :].expand(b, h, groups, n, d).reshape(b, h * groups, n, d)
 
 
+# The ``mask`` values of Attention that fusion-detect-attention fuses.
+FUSABLE_MASKS = [
+    "causal-tril",
+    "causal-where",
+    "causal-additive",
+    "causal-iota",
+    "alibi",
+    "relative-bias",
+    "softcap",
+    "softcap-causal",
+]
+
+
 class Attention(nn.Module):
     """softmax(scores(q, k)) @ v with the score form chosen by ``scale_on`` and ``mask``.
 

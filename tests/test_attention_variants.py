@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from conftest import rel_error
-from variants import Attention, PaddingMaskAttention, ScoresReturned
+from variants import FUSABLE_MASKS, Attention, PaddingMaskAttention, ScoresReturned
 
 import fusion_compiler as fc
 
@@ -48,18 +48,6 @@ def _check(
 def test_scale_forms(scale_on: str, attention: str) -> None:
     model = Attention(4, 77, 77, 32, scale_on=scale_on)
     _check(model, _inputs(2, 4, 4, 77, 77, 32, torch.float32), fused=1, attention=attention)
-
-
-FUSABLE_MASKS = [
-    "causal-tril",
-    "causal-where",
-    "causal-additive",
-    "causal-iota",
-    "alibi",
-    "relative-bias",
-    "softcap",
-    "softcap-causal",
-]
 
 
 @pytest.mark.parametrize("mask", FUSABLE_MASKS)
