@@ -32,10 +32,8 @@ _PARTIAL_TORCH_LOWERING = (
 
 def _export_error(model: torch.nn.Module, example_args: tuple, exc: Exception):
     """torch.export's failure as one message: the error, the model's own line, the inputs."""
-    torch_dir = str(Path(torch.__file__).parent)
-    frames = [
-        f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(torch_dir)
-    ]
+    ours = (str(Path(torch.__file__).parent), str(Path(__file__).parent))
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(ours)]
     where = next(
         (f"{Path(f.filename).name}:{f.lineno}: {f.line}" for f in reversed(frames) if f.line),
         "(no line of the model's source in the trace)",
@@ -46,11 +44,18 @@ def _export_error(model: torch.nn.Module, example_args: tuple, exc: Exception):
         else type(a).__name__
         for a in example_args
     )
-    message = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+    # torch's own text names the failing check (and for dynamic shapes, the fix); its
+    # closing advice about export() itself is left out
+    lines = [
+        line
+        for line in str(exc).strip().splitlines()
+        if line.strip() and not line.startswith("The error above occurred")
+    ]
+    message = "\n  ".join(lines[:12]) or type(exc).__name__
     return FusionCompilerError(
         f"torch.export could not trace {type(model).__name__} with example_args ({shapes}): "
-        f"{message}\n  at {where}\nCheck the example inputs' shapes and dtypes against "
-        "what the model expects."
+        f"{message}\n  at {where}\nCheck the example inputs' shapes and dtypes (and any "
+        "dynamic_shapes) against what the model expects."
     )
 
 
