@@ -343,7 +343,7 @@ def build_dispatch(op: ir.Operation, kernel: Kernel, spec: Spec, symbol: str) ->
     """Adds the executable to the module and a flow.dispatch of it before ``op``.
 
     Bindings follow the kernel's parameters: Q, K, V, the mask (Q again without one),
-    the output, then two scratch results for the pointers Triton appends. Inputs are the
+    the sizes (Q again while static), the output, then two scratch results for the pointers Triton appends. Inputs are the
     tensors the kernel's views read in place; the result replaces ``output_plan(op)``.
     """
     form = flash.layout(op)
@@ -352,7 +352,7 @@ def build_dispatch(op: ir.Operation, kernel: Kernel, spec: Spec, symbol: str) ->
     module = op.parent
     while module.name != "builtin.module":
         module = module.parent
-    source = ir.Operation.parse(executable_source(symbol, kernel, spec, 5 + HIDDEN_POINTERS))
+    source = ir.Operation.parse(executable_source(symbol, kernel, spec, 6 + HIDDEN_POINTERS))
     ir.InsertionPoint.at_block_begin(module.regions[0].blocks[0]).insert(source)
     scratch = ir.RankedTensorType.get([1], ir.IntegerType.get_signless(8))
     entry = ir.SymbolRefAttr.get([symbol, kernel.name])
@@ -360,10 +360,10 @@ def build_dispatch(op: ir.Operation, kernel: Kernel, spec: Spec, symbol: str) ->
         dispatch = ir.Operation.create(
             "flow.dispatch",
             results=[plan.result_type] + [scratch] * HIDDEN_POINTERS,
-            operands=inputs,
+            operands=[*inputs, inputs[0]],  # static sizes: Q bound, never read
             attributes={
                 "entry_points": ir.ArrayAttr.get([entry]),
-                "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 4, 0, 0]),
+                "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 5, 0, 0]),
                 "tied_operands": ir.ArrayAttr.get(
                     [ir.IntegerAttr.get(ir.IndexType.get(), -1)] * (1 + HIDDEN_POINTERS)
                 ),

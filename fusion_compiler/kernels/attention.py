@@ -21,17 +21,39 @@ from fusion_compiler.errors import FusionCompilerError
 _TEMPLATE = Path(__file__).with_name("flash_template.py")
 _SCORE_STUB = "        x = x  # generated: the score region, on base-2 logits\n"
 _TRITON_TYPES = {"f16": "fp16", "bf16": "bf16", "f32": "fp32"}
-_POINTERS = ("Q", "K", "V", "Mask", "Out")  # the kernel's pointer parameters, in order
+_POINTERS = ("Q", "K", "V", "Mask", "Sizes", "Out")  # the kernel's pointer parameters
+_VIEW_STUB = "    return 0  # generated: {} view\n"
 # Triton appends two pointers of its own (global and profile scratch) after ours.
 HIDDEN_POINTERS = 2
 
 
-View = tuple[int, int, int, int, int]  # (SB, SH, H, SR, SC) of a strided operand
+# (SB, SH, H, SR, SC) of a strided operand; a stride is a number, or a Triton expression
+# of n_q and n_k (e.g. "n_q * 64") when a sequence length is dynamic
+Stride = int | str
+View = tuple[Stride, Stride, int, Stride, Stride]
 
 
-def contiguous(rows: int, cols: int) -> View:
+def product(*factors: Stride) -> Stride:
+    """A stride times another: a number while every factor is one, else an expression."""
+    numbers = [f for f in factors if isinstance(f, int)]
+    value = 1
+    for f in numbers:
+        value *= f
+    names = [f for f in factors if isinstance(f, str)]
+    if not names:
+        return value
+    return " * ".join([*names, *([str(value)] if value != 1 else [])])
+
+
+def contiguous(rows: Stride, cols: Stride) -> View:
     """The view of a contiguous (batch, rows, cols) tensor."""
-    return (rows * cols, 0, 1, cols, 1)
+    return (product(rows, cols), 0, 1, cols, 1)
+
+
+def _offsets_expression(view: View) -> str:
+    sb, sh, h, sr, sc = view
+    batch = f"batch * ({sb})" if h == 1 else f"(batch // {h}) * ({sb}) + (batch % {h}) * ({sh})"
+    return f"{batch} + rows * ({sr}) + cols * ({sc})"
 
 
 @dataclass(frozen=True)
@@ -41,7 +63,7 @@ class Spec:
     dtype: str  # element type of Q, K and V: f16 | bf16
     mask_dtype: str | None  # element type of the additive mask, None without one
     batch: int
-    n_q: int
+    n_q: int  # -1: dynamic, read at run time
     n_k: int
     d: int
     dv: int
@@ -61,15 +83,20 @@ class Spec:
         object.__setattr__(self, "views", tuple(tuple(v) for v in self.views))
 
     @property
+    def dynamic(self) -> bool:
+        return self.n_q < 0 or self.n_k < 0
+
+    @property
     def grid(self) -> tuple[int, int, int]:
+        """The launch grid of a static spec (a dynamic one: from n_q at run time)."""
         return (-(-self.n_q // self.block_m), self.batch, 1)
 
     def constants(self) -> dict[str, object]:
         """The template's ``tl.constexpr`` parameters."""
         return {
             "QK_SCALE": self.qk_scale,
-            "N_Q": self.n_q,
-            "N_K": self.n_k,
+            "N_Q": max(self.n_q, 0),
+            "N_K": max(self.n_k, 0),
             "D": self.d,
             "D_PAD": _pow2(self.d),
             "DV": self.dv,
@@ -80,11 +107,7 @@ class Spec:
             "KV_GROUP": self.kv_group,
             "BLOCK_M": self.block_m,
             "BLOCK_N": self.block_n,
-            **{
-                f"{name}_{field}": value
-                for name, view in zip(("Q", "K", "V", "M", "O"), self.views, strict=True)
-                for field, value in zip(("SB", "SH", "H", "SR", "SC"), view, strict=True)
-            },
+            "DYNAMIC": self.dynamic,
         }
 
 
@@ -109,9 +132,13 @@ def _pow2(n: int) -> int:
 def source_of(spec: Spec) -> str:
     """The template with the score line replaced by the generated expression of ``x``."""
     text = _TEMPLATE.read_text()
-    if _SCORE_STUB not in text:
-        raise RuntimeError(f"{_TEMPLATE} lost its score stub")
-    return text.replace(_SCORE_STUB, f"        x = {spec.score}\n")
+    stubs = [_SCORE_STUB] + [_VIEW_STUB.format(name) for name in "QKVMO"]
+    if any(stub not in text for stub in stubs):
+        raise RuntimeError(f"{_TEMPLATE} lost a generated line")
+    text = text.replace(_SCORE_STUB, f"        x = {spec.score}\n")
+    for name, view in zip("QKVMO", spec.views, strict=True):
+        text = text.replace(_VIEW_STUB.format(name), f"    return {_offsets_expression(view)}\n")
+    return text
 
 
 def compile_kernel(spec: Spec) -> Kernel:
@@ -148,10 +175,11 @@ def load_source(spec: Spec, directory: Path) -> object:
     return _import(path).attention
 
 
-def run_interpreted(spec: Spec, q, k, v, mask=None):  # torch tensors -> torch tensor
+def run_interpreted(spec: Spec, q, k, v, mask=None, sizes=None):  # torch tensors -> tensor
     """Runs the generated kernel on the CPU with Triton's interpreter: how the kernel's
     numerics are tested where there is no GPU. Q (batch, n_q, d), K (batch // kv_group,
-    n_k, d) or its transpose, V (batch // kv_group, n_k, dv), mask (batch, n_q, n_k).
+    n_k, d) or its transpose, V (batch // kv_group, n_k, dv), mask (batch, n_q, n_k);
+    for a dynamic spec, ``sizes`` = int32 (n_q, n_k).
 
     Triton picks the interpreter when it is imported, so the kernel runs in a child
     process (``fusion_compiler.kernels.interpret``).
@@ -164,7 +192,7 @@ def run_interpreted(spec: Spec, q, k, v, mask=None):  # torch tensors -> torch t
 
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "call.pt"
-        torch.save({"spec": asdict(spec), "args": [q, k, v, mask]}, path)
+        torch.save({"spec": asdict(spec), "args": [q, k, v, mask, sizes]}, path)
         env = {**os.environ, "TRITON_INTERPRET": "1"}
         command = [sys.executable, "-m", "fusion_compiler.kernels.interpret", str(path)]
         done = subprocess.run(command, env=env, capture_output=True, text=True)
@@ -196,8 +224,9 @@ def _triton_compile(spec: Spec, source_path: Path):  # -> triton CompiledKernel
         "Q": f"*{element}",
         "K": f"*{element}",
         "V": f"*{element}",
-        # without a mask, Q is bound here and never read
+        # without a mask, Q is bound here and never read; Sizes likewise when static
         "Mask": f"*{_TRITON_TYPES[spec.mask_dtype or spec.dtype]}",
+        "Sizes": "*i32",
         "Out": f"*{_TRITON_TYPES[spec.out_dtype or spec.dtype]}",
     }
     constants = spec.constants()

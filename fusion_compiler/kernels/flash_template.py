@@ -7,23 +7,35 @@
 # (batch, row, col) of a (batch = outer x H heads, rows, cols) view lives at
 #   (batch // H) * SB + (batch % H) * SH + row * SR + col * SC
 # so tensors still in the model's layout, e.g. (B, N, H, D) before a head transpose, or K
-# before a transpose, are read where they are, with no copy.
+# before a transpose, are read where they are, with no copy. The strides are generated
+# (numbers, or expressions of n_q and n_k when the sequence lengths are dynamic).
 import triton
 import triton.language as tl
 
 
 @triton.jit
-def _offsets(
-    batch,
-    rows,
-    cols,
-    SB: tl.constexpr,
-    SH: tl.constexpr,
-    H: tl.constexpr,
-    SR: tl.constexpr,
-    SC: tl.constexpr,
-):
-    return (batch // H) * SB + (batch % H) * SH + rows * SR + cols * SC
+def _q_offsets(batch, rows, cols, n_q, n_k):
+    return 0  # generated: Q view
+
+
+@triton.jit
+def _k_offsets(batch, rows, cols, n_q, n_k):
+    return 0  # generated: K view
+
+
+@triton.jit
+def _v_offsets(batch, rows, cols, n_q, n_k):
+    return 0  # generated: V view
+
+
+@triton.jit
+def _m_offsets(batch, rows, cols, n_q, n_k):
+    return 0  # generated: M view
+
+
+@triton.jit
+def _o_offsets(batch, rows, cols, n_q, n_k):
+    return 0  # generated: O view
 
 
 @triton.jit
@@ -32,6 +44,7 @@ def attention(
     K,
     V,
     Mask,
+    Sizes,  # int32 (n_q, n_k) when DYNAMIC; otherwise not read
     Out,
     QK_SCALE: tl.constexpr,  # scale * log2(e): exp2 with the scale folded in
     N_Q: tl.constexpr,
@@ -46,54 +59,34 @@ def attention(
     KV_GROUP: tl.constexpr,  # query heads per K/V head: K and V hold batch // KV_GROUP
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    # strided views (see above): Q (batch, N_Q, D), K (batch // KV_GROUP, N_K, D),
-    # V (batch // KV_GROUP, N_K, DV), Mask (batch, N_Q, N_K), Out (batch, N_Q, DV)
-    Q_SB: tl.constexpr,
-    Q_SH: tl.constexpr,
-    Q_H: tl.constexpr,
-    Q_SR: tl.constexpr,
-    Q_SC: tl.constexpr,
-    K_SB: tl.constexpr,
-    K_SH: tl.constexpr,
-    K_H: tl.constexpr,
-    K_SR: tl.constexpr,
-    K_SC: tl.constexpr,
-    V_SB: tl.constexpr,
-    V_SH: tl.constexpr,
-    V_H: tl.constexpr,
-    V_SR: tl.constexpr,
-    V_SC: tl.constexpr,
-    M_SB: tl.constexpr,
-    M_SH: tl.constexpr,
-    M_H: tl.constexpr,
-    M_SR: tl.constexpr,
-    M_SC: tl.constexpr,
-    O_SB: tl.constexpr,
-    O_SH: tl.constexpr,
-    O_H: tl.constexpr,
-    O_SR: tl.constexpr,
-    O_SC: tl.constexpr,
+    DYNAMIC: tl.constexpr,  # sequence lengths read from Sizes at run time
 ):
     start_m = tl.program_id(0)
     batch = tl.program_id(1).to(tl.int64)
     kv_batch = batch // KV_GROUP
+    if DYNAMIC:
+        n_q = tl.load(Sizes)
+        n_k = tl.load(Sizes + 1)
+    else:
+        n_q = N_Q
+        n_k = N_K
     rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     d = tl.arange(0, D_PAD)
     dv = tl.arange(0, DV_PAD)
     q = tl.load(
-        Q + _offsets(batch, rows[:, None], d[None, :], Q_SB, Q_SH, Q_H, Q_SR, Q_SC),
-        mask=(rows[:, None] < N_Q) & (d[None, :] < D),
+        Q + _q_offsets(batch, rows[:, None], d[None, :], n_q, n_k),
+        mask=(rows[:, None] < n_q) & (d[None, :] < D),
         other=0.0,
     )
     m_i = tl.full([BLOCK_M], -3.4028234663852886e38, tl.float32)  # lowest finite
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, DV_PAD], tl.float32)
-    hi = N_K
+    hi = n_k
     if CAUSAL:  # key blocks above the diagonal are never visited
-        hi = tl.minimum(N_K, tl.maximum(0, (start_m + 1) * BLOCK_M + CAUSAL_OFFSET))
-    # blocks below the diagonal and inside N_K need no element mask
-    unmasked = (N_K // BLOCK_N) * BLOCK_N
+        hi = tl.minimum(n_k, tl.maximum(0, (start_m + 1) * BLOCK_M + CAUSAL_OFFSET))
+    # blocks below the diagonal and inside n_k need no element mask
+    unmasked = (n_k // BLOCK_N) * BLOCK_N
     if CAUSAL:
         unmasked = tl.minimum(
             unmasked, tl.maximum(0, (start_m * BLOCK_M + CAUSAL_OFFSET + 1) // BLOCK_N * BLOCK_N)
@@ -101,21 +94,21 @@ def attention(
     for start_n in range(0, hi, BLOCK_N):
         keys = start_n + cols
         k = tl.load(  # (D_PAD, BLOCK_N): K transposed by the view
-            K + _offsets(kv_batch, keys[None, :], d[:, None], K_SB, K_SH, K_H, K_SR, K_SC),
-            mask=(d[:, None] < D) & (keys[None, :] < N_K),
+            K + _k_offsets(kv_batch, keys[None, :], d[:, None], n_q, n_k),
+            mask=(d[:, None] < D) & (keys[None, :] < n_k),
             other=0.0,
         )
         x = tl.dot(q, k) * QK_SCALE
         x = x  # generated: the score region, on base-2 logits
         if HAS_MASK:
             bias = tl.load(
-                Mask + _offsets(batch, rows[:, None], keys[None, :], M_SB, M_SH, M_H, M_SR, M_SC),
-                mask=(rows[:, None] < N_Q) & (keys[None, :] < N_K),
+                Mask + _m_offsets(batch, rows[:, None], keys[None, :], n_q, n_k),
+                mask=(rows[:, None] < n_q) & (keys[None, :] < n_k),
                 other=0.0,
             )
             x += bias.to(tl.float32) * 1.4426950408889634
         if start_n >= unmasked:
-            visible = keys[None, :] < N_K
+            visible = keys[None, :] < n_k
             if CAUSAL:
                 visible = visible & (keys[None, :] <= rows[:, None] + CAUSAL_OFFSET)
             x = tl.where(visible, x, -float("inf"))
@@ -124,15 +117,15 @@ def attention(
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         v = tl.load(
-            V + _offsets(kv_batch, keys[:, None], dv[None, :], V_SB, V_SH, V_H, V_SR, V_SC),
-            mask=(keys[:, None] < N_K) & (dv[None, :] < DV),
+            V + _v_offsets(kv_batch, keys[:, None], dv[None, :], n_q, n_k),
+            mask=(keys[:, None] < n_k) & (dv[None, :] < DV),
             other=0.0,
         )
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m_i = m_new
     out = acc / l_i[:, None]
     tl.store(
-        Out + _offsets(batch, rows[:, None], dv[None, :], O_SB, O_SH, O_H, O_SR, O_SC),
+        Out + _o_offsets(batch, rows[:, None], dv[None, :], n_q, n_k),
         out.to(Out.dtype.element_ty),
-        mask=(rows[:, None] < N_Q) & (dv[None, :] < DV),
+        mask=(rows[:, None] < n_q) & (dv[None, :] < DV),
     )

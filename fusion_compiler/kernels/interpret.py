@@ -24,8 +24,10 @@ def main(path: Path) -> None:
 
     call = torch.load(path)
     spec = Spec(**call["spec"])
-    q, k, v, mask = call["args"]
-    out = torch.empty(spec.batch, spec.n_q, spec.dv, dtype=_DTYPES[spec.out_dtype or spec.dtype])
+    q, k, v, mask, sizes = call["args"]
+    n_q = int(sizes[0]) if spec.dynamic else spec.n_q
+    out = torch.empty(spec.batch, n_q, spec.dv, dtype=_DTYPES[spec.out_dtype or spec.dtype])
+    grid = (-(-n_q // spec.block_m), spec.batch, 1)
     # Triton 3.6's interpreter turns a program id (a 1-element array) into a loop bound
     # with int(), which NumPy 2 refuses; read the element instead.
     patch_tensor = interpreter._patch_lang_tensor
@@ -37,7 +39,8 @@ def main(path: Path) -> None:
     interpreter._patch_lang_tensor = patched
     with tempfile.TemporaryDirectory() as directory:  # the interpreter re-reads the source
         kernel = load_source(spec, Path(directory))
-        kernel[spec.grid](q, k, v, q if mask is None else mask, out, **spec.constants())
+        mask = q if mask is None else mask
+        kernel[grid](q, k, v, mask, q if sizes is None else sizes, out, **spec.constants())
     torch.save(out, path.with_suffix(".out.pt"))
 
 

@@ -105,7 +105,8 @@ def tune(shape: schedules.ShapeClass, repeats: int, progress) -> dict | None:
                     q,
                     k,
                     v,
-                    q,
+                    q,  # no mask
+                    q,  # static sizes
                     out,
                     num_warps=spec.num_warps,
                     num_stages=spec.num_stages,

@@ -43,7 +43,7 @@ func.func @causal(%q: tensor<4x128x64xf16>, %k: tensor<4x128x64xf16>, %v: tensor
 // CHECK-LABEL: func.func @causal(
 // CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<4x128x64xf16>, %[[K:[a-z0-9]+]]: tensor<4x128x64xf16>, %[[V:[a-z0-9]+]]: tensor<4x128x64xf16>
 // CHECK-NOT: linalg.generic
-// CHECK: %[[D:.+]]:3 = flow.dispatch @fusion_attention_0::@attention(%[[Q]], %[[K]], %[[V]], %[[Q]]) {fusion.attention_kernel = "{{.*}}\22causal_offset\22: 0,{{.*}}\22mask_dtype\22: null,{{.*}}"} : (tensor<4x128x64xf16>, tensor<4x128x64xf16>, tensor<4x128x64xf16>, tensor<4x128x64xf16>) -> (tensor<4x128x64xf16>, tensor<1xi8>, tensor<1xi8>)
+// CHECK: %[[D:.+]]:3 = flow.dispatch @fusion_attention_0::@attention(%[[Q]], %[[K]], %[[V]], %[[Q]], %[[Q]]) {fusion.attention_kernel = "{{.*}}\22causal_offset\22: 0,{{.*}}\22mask_dtype\22: null,{{.*}}"} : (tensor<4x128x64xf16>, tensor<4x128x64xf16>, tensor<4x128x64xf16>, tensor<4x128x64xf16>, tensor<4x128x64xf16>) -> (tensor<4x128x64xf16>, tensor<1xi8>, tensor<1xi8>)
 // CHECK-NOT: iree_linalg_ext.attention
 // CHECK: return %[[D]]#0
 
@@ -76,7 +76,7 @@ func.func @softcap_bias(%q: tensor<2x64x128xbf16>, %k: tensor<2x96x128xbf16>, %v
 }
 // CHECK-LABEL: func.func @softcap_bias(
 // CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<2x64x128xbf16>, %[[K:[a-z0-9]+]]: tensor<2x96x128xbf16>, %[[V:[a-z0-9]+]]: tensor<2x96x128xbf16>, %[[B:[a-z0-9]+]]: tensor<2x64x96xf32>
-// CHECK: flow.dispatch @fusion_attention_0::@attention(%[[Q]], %[[K]], %[[V]], %[[B]]) {fusion.attention_kernel = "{{.*}}\22mask_dtype\22: \22f32\22,{{.*}}\22score\22: \22((2.0 * tl.sigmoid(2.0 * (x * 0.019999999552965164)) - 1.0) * 50.0)\22{{.*}}"}
+// CHECK: flow.dispatch @fusion_attention_0::@attention(%[[Q]], %[[K]], %[[V]], %[[B]], %[[Q]]) {fusion.attention_kernel = "{{.*}}\22mask_dtype\22: \22f32\22,{{.*}}\22score\22: \22((2.0 * tl.sigmoid(2.0 * (x * 0.019999999552965164)) - 1.0) * 50.0)\22{{.*}}"}
 
 // -----
 
