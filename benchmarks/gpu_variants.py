@@ -50,6 +50,18 @@ VARIANTS: dict[str, tuple[dict, tuple[int, ...]]] = {
         for d in (32, 80, 96, 128, 160, 256)
     },
 }
+# compiled with a dynamic sequence length, run at these lengths
+DYNAMIC = {
+    "dynamic_causal": (
+        dict(heads=4, nq=128, nk=128, head_dim=64, mask="causal-iota", upcast=True),
+        (1, 4, 4, 128, 128, 64),
+    ),
+    "dynamic_gqa": (
+        dict(heads=8, nq=128, nk=128, head_dim=128, gqa="repeat_kv", kv_heads=2),
+        (1, 8, 2, 128, 128, 128),
+    ),
+}
+LENGTHS = (77, 1000, 4099)
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -62,18 +74,26 @@ def inputs(shape: tuple[int, ...], dtype: torch.dtype, device: str = "cpu") -> t
 def prepare(folder: Path, cuda_arch: str = "sm_90") -> None:
     folder.mkdir(parents=True, exist_ok=True)
     index = {}
-    for name, (kwargs, shape) in VARIANTS.items():
+    n = torch.export.Dim("n", min=2, max=8192)
+    for name, (kwargs, shape) in {**VARIANTS, **DYNAMIC}.items():
         for dtype_name, dtype in DTYPES.items():
             case = f"{name}_{dtype_name}"
             torch.manual_seed(0)
             model = Attention(**kwargs).eval()
+            dynamic = ({2: n},) * 3 if name in DYNAMIC else None
             module = fc.compile(
-                model, example_args=inputs(shape, dtype), target="cuda", cuda_arch=cuda_arch
+                model,
+                example_args=inputs(shape, dtype),
+                dynamic_shapes=dynamic,
+                target="cuda",
+                cuda_arch=cuda_arch,
             )
             module.save(folder / f"{case}.vmfb")
             torch.save(model.state_dict(), folder / f"{case}.pt")
             kernels = sum("generated" in r.message for r in module.remarks)
             index[case] = dict(kwargs=kwargs, shape=shape, dtype=dtype_name, kernels=kernels)
+            if dynamic:
+                index[case]["lengths"] = LENGTHS
             index[case].update(module.stats)
             print(case, module.stats, f"kernels={kernels}", flush=True)
     (folder / "index.json").write_text(json.dumps(index, indent=1))

@@ -63,15 +63,18 @@ class Layout:
     causal_offset: int | None = None  # keys > row + c are masked: their blocks are skipped
 
 
-def layout(op: ir.Operation) -> Layout | str:
-    """The layout of an attention op, or why it is not one this rewrite handles."""
+def layout(op: ir.Operation, allow_dynamic: bool = False) -> Layout | str:
+    """The layout of an attention op, or why it is not one this rewrite handles.
+
+    ``allow_dynamic``: dynamic sizes are fine for the caller (the generated kernel)."""
     maps = [dims(ir.AffineMapAttr(a).value) for a in op.attributes["indexing_maps"]]
     has_mask = len(maps) == 6
     if maps[0] != _Q or maps[2] != _V or maps[-1] != _OUT or (has_mask and maps[4] != _MASK):
         return "operand layout other than (batch, rows, cols) for Q, V, mask and output"
     if maps[1] not in (_K_ROWS, _K_COLUMNS):
         return "K layout other than (batch, k2, k1) or (batch, k1, k2)"
-    if any(not ir.RankedTensorType(v.type).has_static_shape for v in op.operands[:3]):
+    dynamic = any(not ir.RankedTensorType(v.type).has_static_shape for v in op.operands[:3])
+    if dynamic and not allow_dynamic:
         # Measured: with dynamic sizes IREE 3.13 runs this loop nest to wrong results
         # (rel. error > 1 on llvm-cpu, even for a single block); not yet explained.
         return "dynamic shapes (IREE 3.13 computes the loop nest wrongly with them)"

@@ -17,8 +17,16 @@ from fusion_compiler.dialects import causal, flash, linalg
 from fusion_compiler.dialects.builders import dims, erase_dead
 from fusion_compiler.dialects.linalg_ext import LOG2E
 
-from fusion_compiler.ir import ir
-from fusion_compiler.kernels.attention import HIDDEN_POINTERS, Kernel, Spec, View, contiguous
+from fusion_compiler.ir import dialects, ir
+from fusion_compiler.kernels.attention import (
+    HIDDEN_POINTERS,
+    Kernel,
+    Spec,
+    Stride,
+    View,
+    contiguous,
+    product,
+)
 
 # Score-region ops and the Triton expression of each (operands in order).
 _TRITON_OPS: dict[str, str] = {
@@ -157,10 +165,26 @@ def group_broadcast(value: ir.Value) -> tuple[ir.Value, int] | None:
     return op.operands[0], ir.RankedTensorType(value.type).shape[2]
 
 
-def _contiguous(shape: list[int]) -> list[int]:
-    strides = [1] * len(shape)
-    for i in reversed(range(len(shape) - 1)):
-        strides[i] = strides[i + 1] * shape[i + 1]
+Symbols = list[str | None]  # per axis: "n_q" / "n_k" for a sequence axis, else None
+
+
+def _sizes(value: ir.Value, symbols: Symbols) -> list[Stride]:
+    """The axis sizes of ``value``: numbers, or the symbol of a dynamic sequence axis."""
+    sizes: list[Stride] = []
+    for size, symbol in zip(_shape(value), symbols, strict=True):
+        if ir.ShapedType.is_dynamic_size(size):
+            if symbol is None:
+                raise ValueError("a dynamic size other than a sequence length")
+            sizes.append(symbol)
+        else:
+            sizes.append(size)
+    return sizes
+
+
+def _contiguous(sizes: list[Stride]) -> list[Stride]:
+    strides: list[Stride] = [1] * len(sizes)
+    for i in reversed(range(len(sizes) - 1)):
+        strides[i] = product(strides[i + 1], sizes[i + 1])
     return strides
 
 
@@ -168,28 +192,32 @@ def _shape(value: ir.Value) -> list[int]:
     return list(ir.RankedTensorType(value.type).shape)
 
 
-def _strides4(x: ir.Value) -> tuple[ir.Value, list[int]]:
+def _strides4(x: ir.Value, symbols: Symbols) -> tuple[ir.Value, list[Stride]]:
     """A 4-D tensor as (the tensor holding its data, the strides of its dims there):
     a transposed copy is read from its source."""
     op = linalg.producer(x)
     if op is not None and op.name == "linalg.transpose":
         perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
         source = op.operands[0]
-        strides = _contiguous(_shape(source))
+        source_symbols: Symbols = [None] * len(perm)
+        for i, p in enumerate(perm):
+            source_symbols[p] = symbols[i]
+        strides = _contiguous(_sizes(source, source_symbols))
         return source, [strides[perm[i]] for i in range(len(perm))]
-    return x, _contiguous(_shape(x))
+    return x, _contiguous(_sizes(x, symbols))
 
 
-def strided_view(value: ir.Value, group: int = 1) -> tuple[ir.Value, View]:
+def strided_view(value: ir.Value, symbols: Symbols, group: int = 1) -> tuple[ir.Value, View]:
     """(base, view): ``value`` (batch, dim1, dim2) read in place from ``base``.
 
     Looks through the head merge ``collapse_shape`` (B, H, ...) -> (B·H, ...), a head or
     K transpose under it, and a GQA group broadcast (``group`` > 1), so those copies are
-    never made.
+    never made. ``symbols`` names dim1 and dim2 when they are sequence lengths.
     """
+    four = [None, None, *symbols]
     if group > 1:
         source, _ = group_broadcast(value)
-        base, st = _strides4(source)
+        base, st = _strides4(source, four)
         return base, (st[0], st[1], _shape(source)[1], st[2], st[3])
     op = linalg.producer(value)
     if (
@@ -198,9 +226,9 @@ def strided_view(value: ir.Value, group: int = 1) -> tuple[ir.Value, View]:
         and _reassociation(op) == [[0, 1], [2], [3]]
     ):
         x = op.operands[0]
-        base, st = _strides4(x)
+        base, st = _strides4(x, four)
         return base, (st[0], st[1], _shape(x)[1], st[2], st[3])
-    _, rows, cols = _shape(value)
+    _, rows, cols = _sizes(value, [None, *symbols])
     return value, contiguous(rows, cols)
 
 
@@ -218,7 +246,7 @@ def output_plan(op: ir.Operation) -> OutputPlan:
     transpose to (B, N, H, Dv): the kernel writes that layout (consumer fusion)."""
     replaced = output_cast(op) or op
     result = replaced.results[0]
-    _, n_q, dv = _shape(result)
+    _, n_q, dv = _sizes(result, [None, "n_q", None])
     plan = OutputPlan(replaced, contiguous(n_q, dv), result.type)
     uses = list(result.uses)
     if len(uses) != 1 or uses[0].owner.name != "tensor.expand_shape":
@@ -232,7 +260,8 @@ def output_plan(op: ir.Operation) -> OutputPlan:
         return plan
     transpose = uses[0].owner
     perm = list(ir.DenseI64ArrayAttr(transpose.attributes["permutation"]))
-    y_strides = _contiguous(_shape(transpose.results[0]))
+    x_symbols = [None, None, "n_q", None]
+    y_strides = _contiguous(_sizes(transpose.results[0], [x_symbols[p] for p in perm]))
     st = [y_strides[perm.index(j)] for j in range(4)]
     view = (st[0], st[1], _shape(x)[1], st[2], st[3])
     return OutputPlan(transpose, view, transpose.results[0].type)
@@ -251,13 +280,17 @@ def _kv_group(op: ir.Operation, form: flash.Layout) -> int:
 def operand_views(op: ir.Operation, form: flash.Layout, kv_group: int, has_mask: bool):
     """The dispatch's input tensors (Q, K, V, mask) and the kernel's views of them."""
     q, k, v = list(op.operands)[:3]
-    q_base, q_view = strided_view(q)
-    k_base, k_view = strided_view(k, kv_group)
+    q_base, q_view = strided_view(q, ["n_q", None])
     if form.k_transposed:  # (batch, D, N_K): the kernel's view is (batch, key, dim)
-        sb, sh, h, s1, s2 = k_view
+        k_base, (sb, sh, h, s1, s2) = strided_view(k, [None, "n_k"], kv_group)
         k_view = (sb, sh, h, s2, s1)
-    v_base, v_view = strided_view(v, kv_group)
-    m_base, m_view = strided_view(op.operands[4]) if has_mask else (q_base, q_view)
+    else:
+        k_base, k_view = strided_view(k, ["n_k", None], kv_group)
+    v_base, v_view = strided_view(v, ["n_k", None], kv_group)
+    if has_mask:
+        m_base, m_view = strided_view(op.operands[4], ["n_q", "n_k"])
+    else:
+        m_base, m_view = q_base, q_view
     return [q_base, k_base, v_base, m_base], [q_view, k_view, v_view, m_view]
 
 
@@ -278,9 +311,12 @@ def spec_for(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> Spe
         score = score_expression(op)
     except ValueError as why:
         return str(why)
-    batch, n_q, d = ir.RankedTensorType(q.type).shape
-    n_k = ir.RankedTensorType(k.type).shape[2 if form.k_transposed else 1]
-    dv = ir.RankedTensorType(v.type).shape[2]
+    batch, n_q, d = _shape(q)
+    n_k = _shape(k)[2 if form.k_transposed else 1]
+    dv = _shape(v)[2]
+    if any(ir.ShapedType.is_dynamic_size(x) for x in (batch, d, dv)):
+        return "a dynamic batch or head dim (only sequence lengths may be dynamic)"
+    n_q, n_k = (-1 if ir.ShapedType.is_dynamic_size(x) else x for x in (n_q, n_k))
     if max(d, dv) > 256:
         return f"head dim {max(d, dv)} above 256"
     kv_group = _kv_group(op, form)
@@ -290,6 +326,10 @@ def spec_for(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> Spe
         mask_dtype = _element(op.operands[4])
         if mask_dtype is None:
             return "mask element type is not f16, bf16 or f32"
+    try:
+        _, views = operand_views(op, form, kv_group, mask_dtype is not None)
+    except ValueError as why:
+        return str(why)
     return Spec(
         dtype=dtype,
         mask_dtype=mask_dtype,
@@ -298,7 +338,7 @@ def spec_for(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> Spe
         n_k=n_k,
         d=d,
         dv=dv,
-        views=(*operand_views(op, form, kv_group, mask_dtype is not None)[1], plan.view),
+        views=(*views, plan.view),
         causal_offset=form.causal_offset,
         qk_scale=scale_value * LOG2E,
         score=score,
@@ -306,6 +346,10 @@ def spec_for(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> Spe
         kv_group=kv_group,
         **tiles,
     )
+
+
+def _dim(value: ir.Value, axis: int) -> ir.Value:
+    return dialects.tensor.DimOp(value, dialects.arith.ConstantOp(ir.IndexType.get(), axis)).result
 
 
 def _dense_bytes(data: bytes) -> str:
@@ -318,7 +362,24 @@ def executable_source(symbol: str, kernel: Kernel, spec: Spec, n_bindings: int) 
     writable = "#hal.pipeline.binding<storage_buffer>"
     n_inputs = n_bindings - 1 - HIDDEN_POINTERS
     bindings = ", ".join([readonly] * n_inputs + [writable] * (1 + HIDDEN_POINTERS))
-    x, y, z = spec.grid
+    if spec.dynamic:  # the row blocks from n_q, the dispatch's workload
+        count = (
+            "count(%device: !hal.device, %n: index) -> (index, index, index) {\n"
+            f"    %last = arith.constant {spec.block_m - 1} : index\n"
+            f"    %block = arith.constant {spec.block_m} : index\n"
+            "    %padded = arith.addi %n, %last : index\n"
+            "    %x = arith.divui %padded, %block : index\n"
+        )
+    else:
+        count = (
+            "count(%device: !hal.device) -> (index, index, index) {\n"
+            f"    %x = arith.constant {spec.grid[0]} : index\n"
+        )
+    count += (
+        f"    %y = arith.constant {spec.batch} : index\n"
+        "    %z = arith.constant 1 : index\n"
+        "    hal.return %x, %y, %z : index, index, index\n"
+    )
     target = '#hal.executable.target<"cuda", "cuda-nvptx-fb">'
     obj = (
         f'#hal.executable.object<{{path = "{symbol}.cubin", data = {_dense_bytes(kernel.cubin)}}}>'
@@ -327,12 +388,7 @@ def executable_source(symbol: str, kernel: Kernel, spec: Spec, n_bindings: int) 
         f"hal.executable.source private @{symbol} "
         f"<{{objects = #hal.executable.objects<{{{target} = [{obj}]}}>}}> {{\n"
         f"  hal.executable.export public @{kernel.name} ordinal(0) "
-        f"layout(#hal.pipeline.layout<bindings = [{bindings}]>) "
-        "count(%device: !hal.device) -> (index, index, index) {\n"
-        f"    %x = arith.constant {x} : index\n"
-        f"    %y = arith.constant {y} : index\n"
-        f"    %z = arith.constant {z} : index\n"
-        "    hal.return %x, %y, %z : index, index, index\n"
+        f"layout(#hal.pipeline.layout<bindings = [{bindings}]>) {count}"
         f"  }} <{{workgroup_size = [{kernel.threads} : index, 1 : index, 1 : index], "
         f"workgroup_local_memory = {kernel.shared_bytes} : index}}>\n"
         "}\n"
@@ -343,10 +399,11 @@ def build_dispatch(op: ir.Operation, kernel: Kernel, spec: Spec, symbol: str) ->
     """Adds the executable to the module and a flow.dispatch of it before ``op``.
 
     Bindings follow the kernel's parameters: Q, K, V, the mask (Q again without one),
-    the sizes (Q again while static), the output, then two scratch results for the pointers Triton appends. Inputs are the
-    tensors the kernel's views read in place; the result replaces ``output_plan(op)``.
+    the sizes (Q again while static), the output, then two scratch results for the
+    pointers Triton appends. Inputs are the tensors the kernel's views read in place; the
+    result replaces ``output_plan(op)``.
     """
-    form = flash.layout(op)
+    form = flash.layout(op, allow_dynamic=True)
     inputs, _ = operand_views(op, form, spec.kv_group, spec.mask_dtype is not None)
     plan = output_plan(op)
     module = op.parent
@@ -357,13 +414,36 @@ def build_dispatch(op: ir.Operation, kernel: Kernel, spec: Spec, symbol: str) ->
     scratch = ir.RankedTensorType.get([1], ir.IntegerType.get_signless(8))
     entry = ir.SymbolRefAttr.get([symbol, kernel.name])
     with ir.InsertionPoint(plan.replaced), op.location:
+        workload, arguments = [], [*inputs, inputs[0]]  # static sizes: Q bound, never read
+        result_dims: list[ir.Value] = []
+        if spec.dynamic:
+            n_q = _dim(op.operands[0], 1)
+            n_k = _dim(op.operands[1], 2 if form.k_transposed else 1)
+            i32 = ir.IntegerType.get_signless(32)
+            sizes = ir.Operation.create(
+                "tensor.from_elements",
+                results=[ir.RankedTensorType.get([2], i32)],
+                operands=[dialects.arith.IndexCastOp(i32, n).result for n in (n_q, n_k)],
+            ).results[0]
+            workload, arguments = [n_q], [*inputs, sizes]
+            result_dims = [n_q] * sum(
+                ir.ShapedType.is_dynamic_size(x)
+                for x in ir.RankedTensorType(plan.result_type).shape
+            )
+        argument_dims = [
+            _dim(a, axis)
+            for a in arguments
+            for axis, size in enumerate(_shape(a))
+            if ir.ShapedType.is_dynamic_size(size)
+        ]
+        segments = [len(workload), len(arguments), len(argument_dims), len(result_dims)]
         dispatch = ir.Operation.create(
             "flow.dispatch",
             results=[plan.result_type] + [scratch] * HIDDEN_POINTERS,
-            operands=[*inputs, inputs[0]],  # static sizes: Q bound, never read
+            operands=[*workload, *arguments, *argument_dims, *result_dims],
             attributes={
                 "entry_points": ir.ArrayAttr.get([entry]),
-                "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 5, 0, 0]),
+                "operandSegmentSizes": ir.DenseI32ArrayAttr.get(segments),
                 "tied_operands": ir.ArrayAttr.get(
                     [ir.IntegerAttr.get(ir.IndexType.get(), -1)] * (1 + HIDDEN_POINTERS)
                 ),

@@ -69,7 +69,7 @@ def run(module: ir.Operation, options: Options) -> None:
 def _run(module: ir.Operation, options: Options) -> None:
     for n, op in enumerate(linalg_ext.find_all(module)):
         kernel_dispatch.fold_k_transpose(op)
-        form = flash.layout(op)
+        form = flash.layout(op, allow_dynamic=True)
         if isinstance(form, str):
             remarks.emit(op.location, f"attention left to IREE's code generation: {form}")
             continue

@@ -29,7 +29,7 @@ class Options:
 
 def shape_class(op: ir.Operation, arch: str) -> schedules.ShapeClass | None:
     """The op's shape class, None for a layout the kernel path does not take."""
-    form = flash.layout(op)
+    form = flash.layout(op, allow_dynamic=True)
     if isinstance(form, str):
         return None
     q_type = ir.RankedTensorType(op.operands[0].type)
@@ -37,6 +37,8 @@ def shape_class(op: ir.Operation, arch: str) -> schedules.ShapeClass | None:
     v_dim = ir.RankedTensorType(op.operands[2].type).shape[2]
     head_dim = max(linalg_ext.head_dim(op), v_dim)
     n_k = ir.RankedTensorType(op.operands[1].type).shape[2 if form.k_transposed else 1]
+    if ir.ShapedType.is_dynamic_size(n_k):
+        n_k = 4096  # a dynamic length: the middle bucket
     return schedules.ShapeClass.of(
         arch.rstrip("a"), dtype, head_dim, form.causal_offset is not None, n_k
     )

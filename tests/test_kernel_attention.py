@@ -154,3 +154,29 @@ def test_kernel_reads_and_writes_the_model_layout(causal: bool) -> None:
     with torch.no_grad():
         want = model.double()(xq.double(), xk.double(), xv.double())
     assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
+
+
+def test_dynamic_sequence_length_one_kernel_two_lengths() -> None:
+    """Sequence lengths dynamic in the model: the kernel reads them at run time."""
+    torch.manual_seed(0)
+    model = Attention(4, 128, 128, 64, mask="causal-iota", upcast=True).eval()
+    n = torch.export.Dim("n", min=2, max=4096)
+    example = tuple(torch.randn(1, 4, 128, 64).to(F16) for _ in range(3))
+    fused = fc.compile(
+        model,
+        example_args=example,
+        dynamic_shapes=({2: n},) * 3,
+        target="cuda",
+        cuda_arch="sm_90",
+        compile_to="fused",
+    )
+    with new_session().context:
+        (spec,) = specs_in(ir.Module.parse(fused.mlir).operation)
+    assert spec.dynamic and spec.causal_offset == 0
+    for length in (77, 130):
+        q, k, v = (torch.randn(1, 4, length, 64).to(F16) for _ in range(3))
+        sizes = torch.tensor([length, length], dtype=torch.int32)
+        got = run_interpreted(spec, q, k, v, sizes=sizes)
+        with torch.no_grad():
+            want = model.double()(q.double(), k.double(), v.double())
+        assert rel_error(got.reshape(want.shape), want) < BOUND[F16], f"length {length}"
