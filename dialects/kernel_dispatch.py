@@ -320,7 +320,6 @@ def spec_for(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> Spe
     if max(d, dv) > 256:
         return f"head dim {max(d, dv)} above 256"
     kv_group = _kv_group(op, form)
-    plan = output_plan(op)
     mask_dtype = None
     if form.has_mask and not (form.causal_offset is not None and causal.is_pure(op.operands[4])):
         mask_dtype = _element(op.operands[4])
@@ -328,7 +327,8 @@ def spec_for(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> Spe
             return "mask element type is not f16, bf16 or f32"
     try:
         _, views = operand_views(op, form, kv_group, mask_dtype is not None)
-    except ValueError as why:
+        plan = output_plan(op)
+    except ValueError as why:  # a dynamic size the views cannot express
         return str(why)
     return Spec(
         dtype=dtype,
