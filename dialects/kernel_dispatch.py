@@ -13,8 +13,9 @@ import json
 import math
 from dataclasses import asdict, dataclass
 
-from fusion_compiler.dialects import causal, flash, linalg
+from fusion_compiler.dialects import causal, flash, kernel_mask, linalg
 from fusion_compiler.dialects.builders import dims, erase_dead
+from fusion_compiler.dialects.kernel_mask import MaskCode
 from fusion_compiler.dialects.linalg_ext import LOG2E
 
 from fusion_compiler.ir import dialects, ir
@@ -277,8 +278,10 @@ def _kv_group(op: ir.Operation, form: flash.Layout) -> int:
     return k[1]
 
 
-def operand_views(op: ir.Operation, form: flash.Layout, kv_group: int, has_mask: bool):
-    """The dispatch's input tensors (Q, K, V, mask) and the kernel's views of them."""
+def operand_views(op: ir.Operation, form: flash.Layout, kv_group: int, mask: str | MaskCode | None):
+    """The dispatch's input tensors (Q, K, V, then the mask's) and the kernel's views of
+    Q, K, V and a read mask. ``mask``: "read" (the materialised mask), the code computing
+    it in the kernel, or None."""
     q, k, v = list(op.operands)[:3]
     q_base, q_view = strided_view(q, ["n_q", None])
     if form.k_transposed:  # (batch, D, N_K): the kernel's view is (batch, key, dim)
@@ -287,11 +290,23 @@ def operand_views(op: ir.Operation, form: flash.Layout, kv_group: int, has_mask:
     else:
         k_base, k_view = strided_view(k, ["n_k", None], kv_group)
     v_base, v_view = strided_view(v, ["n_k", None], kv_group)
-    if has_mask:
+    if mask == "read":
         m_base, m_view = strided_view(op.operands[4], ["n_q", "n_k"])
+        mask_inputs = [m_base]
+    elif isinstance(mask, MaskCode):
+        m_view, mask_inputs = q_view, list(mask.inputs)
     else:
-        m_base, m_view = q_base, q_view
-    return [q_base, k_base, v_base, m_base], [q_view, k_view, v_view, m_view]
+        m_view, mask_inputs = q_view, [q_base]  # bound, never read
+    return [q_base, k_base, v_base, *mask_inputs], [q_view, k_view, v_view, m_view]
+
+
+def _mask_plan(op: ir.Operation, form: flash.Layout) -> str | MaskCode | None:
+    """None: no mask, or purely causal (the kernel masks by index); a MaskCode: the
+    mask computed in the kernel from its producers; "read": read the materialised mask."""
+    if not form.has_mask or (form.causal_offset is not None and causal.is_pure(op.operands[4])):
+        return None
+    code = kernel_mask.mask_code(op.operands[4])
+    return code if isinstance(code, MaskCode) else "read"
 
 
 def spec_for(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> Spec | str:
@@ -320,13 +335,12 @@ def spec_for(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> Spe
     if max(d, dv) > 256:
         return f"head dim {max(d, dv)} above 256"
     kv_group = _kv_group(op, form)
-    mask_dtype = None
-    if form.has_mask and not (form.causal_offset is not None and causal.is_pure(op.operands[4])):
-        mask_dtype = _element(op.operands[4])
-        if mask_dtype is None:
-            return "mask element type is not f16, bf16 or f32"
+    mask = _mask_plan(op, form)
+    mask_dtype = _element(op.operands[4]) if mask == "read" else None
+    if mask == "read" and mask_dtype is None:
+        return "mask element type is not f16, bf16 or f32"
     try:
-        _, views = operand_views(op, form, kv_group, mask_dtype is not None)
+        _, views = operand_views(op, form, kv_group, mask)
         plan = output_plan(op)
     except ValueError as why:  # a dynamic size the views cannot express
         return str(why)
@@ -344,6 +358,8 @@ def spec_for(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> Spe
         score=score,
         out_dtype=None if out_dtype == dtype else out_dtype,
         kv_group=kv_group,
+        mask_expr=mask.expr if isinstance(mask, MaskCode) else None,
+        mask_inputs=tuple(mask.types) if isinstance(mask, MaskCode) else (),
         **tiles,
     )
 
@@ -404,12 +420,13 @@ def build_dispatch(op: ir.Operation, kernel: Kernel, spec: Spec, symbol: str) ->
     result replaces ``output_plan(op)``.
     """
     form = flash.layout(op, allow_dynamic=True)
-    inputs, _ = operand_views(op, form, spec.kv_group, spec.mask_dtype is not None)
+    inputs, _ = operand_views(op, form, spec.kv_group, _mask_plan(op, form))
     plan = output_plan(op)
     module = op.parent
     while module.name != "builtin.module":
         module = module.parent
-    source = ir.Operation.parse(executable_source(symbol, kernel, spec, 6 + HIDDEN_POINTERS))
+    n_bindings = len(spec.pointers) + HIDDEN_POINTERS
+    source = ir.Operation.parse(executable_source(symbol, kernel, spec, n_bindings))
     ir.InsertionPoint.at_block_begin(module.regions[0].blocks[0]).insert(source)
     scratch = ir.RankedTensorType.get([1], ir.IntegerType.get_signless(8))
     entry = ir.SymbolRefAttr.get([symbol, kernel.name])

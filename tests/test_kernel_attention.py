@@ -16,7 +16,7 @@ import pytest
 import torch
 from conftest import rel_error
 from fusion_compiler.dialects.kernel_dispatch import specs_in
-from variants import Attention
+from variants import Attention, PaddingMaskAttention
 
 import fusion_compiler as fc
 from fusion_compiler.compiler import new_session
@@ -180,3 +180,69 @@ def test_dynamic_sequence_length_one_kernel_two_lengths() -> None:
         with torch.no_grad():
             want = model.double()(q.double(), k.double(), v.double())
         assert rel_error(got.reshape(want.shape), want) < BOUND[F16], f"length {length}"
+
+
+def _dispatch_inputs(fused: fc.CompiledModule) -> tuple[object, list[list[int]]]:
+    """The kernel's Spec and the shapes of its dispatch's operands."""
+    with new_session().context:
+        module = ir.Module.parse(fused.mlir)
+        (spec,) = specs_in(module.operation)
+        found = []
+
+        def visit(op):
+            if op.name == "flow.dispatch":
+                found.append([list(ir.RankedTensorType(v.type).shape) for v in op.operands])
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(visit)
+    return spec, found[0]
+
+
+@pytest.mark.parametrize(
+    "mask", ["causal-tril", "causal-where", "causal-additive", "alibi", "relative-bias"]
+)
+def test_mask_computed_in_the_kernel_from_its_producers(mask: str) -> None:
+    """No (B·H, Nq, Nk) mask: the kernel evaluates the mask's producers per tile and
+    reads only the small tensors they start from (a (Nq, Nk) buffer, (H, Nq, Nk) biases)."""
+    torch.manual_seed(0)
+    b, h, nq, nk, d = 2, 2, 77, 150, 32
+    model = Attention(h, nq, nk, d, mask=mask, upcast=True).eval()
+    q = torch.randn(b, h, nq, d).to(F16)
+    k, v = (torch.randn(b, h, nk, d).to(F16) for _ in range(2))
+    fused = fc.compile(
+        model, example_args=(q, k, v), target="cuda", cuda_arch="sm_90", compile_to="fused"
+    )
+    spec, shapes = _dispatch_inputs(fused)
+    assert spec.mask_expr and spec.mask_dtype is None
+    tensors = {t.numel(): t for t in [*model.buffers(), *model.parameters()]}
+    leaves = []
+    for shape, pointer in zip(shapes[3:], spec.mask_inputs, strict=False):
+        assert math.prod(shape) < b * h * nq * nk, f"a mask-sized input {shape}"
+        source = tensors[math.prod(shape)].detach().reshape(shape)
+        leaves.append(source.to(torch.int8) if pointer in ("*i8", "*i1") else source.float())
+    got = run_interpreted(
+        spec, q.reshape(b * h, nq, d), k.reshape(-1, nk, d), v.reshape(-1, nk, d), mask=leaves
+    )
+    with torch.no_grad():
+        want = model.double()(q.double(), k.double(), v.double())
+    assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
+
+
+def test_padding_mask_input_read_per_key() -> None:
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, n, 16).to(F16) for n in (19, 23, 23))
+    keep = torch.ones(2, 23, dtype=torch.bool)
+    keep[0, 17:] = False
+    keep[1, 5:9] = False
+    model = PaddingMaskAttention()
+    fused = fc.compile(
+        model, example_args=(q, k, v, keep), target="cuda", cuda_arch="sm_90", compile_to="fused"
+    )
+    spec, shapes = _dispatch_inputs(fused)
+    assert spec.mask_expr and shapes[3] == [2, 23]  # the (B, Nk) input itself
+    got = run_interpreted(
+        spec, q.reshape(4, 19, 16), k.reshape(4, 23, 16), v.reshape(4, 23, 16), mask=[keep]
+    )
+    with torch.no_grad():
+        want = model(q.double(), k.double(), v.double(), keep)
+    assert rel_error(got.reshape(want.shape), want) < BOUND[F16]

@@ -21,7 +21,11 @@ from fusion_compiler.errors import FusionCompilerError
 _TEMPLATE = Path(__file__).with_name("flash_template.py")
 _SCORE_STUB = "        x = x  # generated: the score region, on base-2 logits\n"
 _TRITON_TYPES = {"f16": "fp16", "bf16": "bf16", "f32": "fp32"}
-_POINTERS = ("Q", "K", "V", "Mask", "Sizes", "Out")  # the kernel's pointer parameters
+_MASK_PARAM = "    Mask,  # generated: mask inputs\n"
+_MASK_LOAD = (
+    "            bias = tl.load(Mask + _m_offsets(batch, rows[:, None], keys[None, :], n_q, n_k),"
+    " mask=inside, other=0.0)  # noqa: E501 - generated: mask\n"
+)
 _VIEW_STUB = "    return 0  # generated: {} view\n"
 # Triton appends two pointers of its own (global and profile scratch) after ours.
 HIDDEN_POINTERS = 2
@@ -78,9 +82,20 @@ class Spec:
     arch: int = 90  # sm_90 -> sm_90a code
     out_dtype: str | None = None  # of the output, when not ``dtype`` (f32 in upcast models)
     kv_group: int = 1  # query heads per K/V head (GQA): K and V hold batch // kv_group
+    # the mask computed in the kernel: a Triton expression of batch, rows, keys and the
+    # inputs L0, L1, ... (their pointer types in ``mask_inputs``), instead of read
+    mask_expr: str | None = None
+    mask_inputs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:  # views read back from JSON are lists
         object.__setattr__(self, "views", tuple(tuple(v) for v in self.views))
+        object.__setattr__(self, "mask_inputs", tuple(self.mask_inputs))
+
+    @property
+    def pointers(self) -> list[str]:
+        """The kernel's pointer parameters, in order (IREE binds them in this order)."""
+        masks = [f"L{i}" for i in range(len(self.mask_inputs))] if self.mask_expr else ["Mask"]
+        return ["Q", "K", "V", *masks, "Sizes", "Out"]
 
     @property
     def dynamic(self) -> bool:
@@ -103,7 +118,7 @@ class Spec:
             "DV_PAD": _pow2(self.dv),
             "CAUSAL": self.causal_offset is not None,
             "CAUSAL_OFFSET": self.causal_offset or 0,
-            "HAS_MASK": self.mask_dtype is not None,
+            "HAS_MASK": self.mask_dtype is not None or self.mask_expr is not None,
             "KV_GROUP": self.kv_group,
             "BLOCK_M": self.block_m,
             "BLOCK_N": self.block_n,
@@ -132,10 +147,14 @@ def _pow2(n: int) -> int:
 def source_of(spec: Spec) -> str:
     """The template with the score line replaced by the generated expression of ``x``."""
     text = _TEMPLATE.read_text()
-    stubs = [_SCORE_STUB] + [_VIEW_STUB.format(name) for name in "QKVMO"]
+    stubs = [_SCORE_STUB, _MASK_PARAM, _MASK_LOAD] + [_VIEW_STUB.format(n) for n in "QKVMO"]
     if any(stub not in text for stub in stubs):
         raise RuntimeError(f"{_TEMPLATE} lost a generated line")
     text = text.replace(_SCORE_STUB, f"        x = {spec.score}\n")
+    if spec.mask_expr is not None:
+        inputs = "".join(f"    L{i},\n" for i in range(len(spec.mask_inputs)))
+        text = text.replace(_MASK_PARAM, inputs)
+        text = text.replace(_MASK_LOAD, f"            bias = {spec.mask_expr}\n")
     for name, view in zip("QKVMO", spec.views, strict=True):
         text = text.replace(_VIEW_STUB.format(name), f"    return {_offsets_expression(view)}\n")
     return text
@@ -178,8 +197,9 @@ def load_source(spec: Spec, directory: Path) -> object:
 def run_interpreted(spec: Spec, q, k, v, mask=None, sizes=None):  # torch tensors -> tensor
     """Runs the generated kernel on the CPU with Triton's interpreter: how the kernel's
     numerics are tested where there is no GPU. Q (batch, n_q, d), K (batch // kv_group,
-    n_k, d) or its transpose, V (batch // kv_group, n_k, dv), mask (batch, n_q, n_k);
-    for a dynamic spec, ``sizes`` = int32 (n_q, n_k).
+    n_k, d) or its transpose, V (batch // kv_group, n_k, dv), mask (batch, n_q, n_k), or
+    for a spec that computes its mask the list of tensors it reads; for a dynamic spec,
+    ``sizes`` = int32 (n_q, n_k).
 
     Triton picks the interpreter when it is imported, so the kernel runs in a child
     process (``fusion_compiler.kernels.interpret``).
@@ -220,20 +240,22 @@ def _triton_compile(spec: Spec, source_path: Path):  # -> triton CompiledKernel
         ) from None
     module = _import(source_path)
     element = _TRITON_TYPES[spec.dtype]
-    signature = {  # in the order of _POINTERS
+    signature = {
         "Q": f"*{element}",
         "K": f"*{element}",
         "V": f"*{element}",
-        # without a mask, Q is bound here and never read; Sizes likewise when static
-        "Mask": f"*{_TRITON_TYPES[spec.mask_dtype or spec.dtype]}",
-        "Sizes": "*i32",
+        "Sizes": "*i32",  # Q bound and never read while the sizes are static
         "Out": f"*{_TRITON_TYPES[spec.out_dtype or spec.dtype]}",
     }
+    if spec.mask_expr is None:  # without a mask, Q is bound here and never read
+        signature["Mask"] = f"*{_TRITON_TYPES[spec.mask_dtype or spec.dtype]}"
+    signature.update({f"L{i}": t for i, t in enumerate(spec.mask_inputs)})
+    signature = {name: signature[name] for name in spec.pointers}
     constants = spec.constants()
     signature.update(dict.fromkeys(constants, "constexpr"))
     # IREE's bindings are at least 16-byte aligned; saying so lets Triton vectorise loads
     # (measured on the H200: about half the speed without it).
-    aligned = {(i,): [["tt.divisibility", 16]] for i in range(len(_POINTERS))}
+    aligned = {(i,): [["tt.divisibility", 16]] for i in range(len(spec.pointers))}
     source = ASTSource(module.attention, signature, constexprs=constants, attrs=aligned)
     target = GPUTarget("cuda", spec.arch, 32)
     options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}

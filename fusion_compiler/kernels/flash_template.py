@@ -43,7 +43,7 @@ def attention(
     Q,
     K,
     V,
-    Mask,
+    Mask,  # generated: mask inputs
     Sizes,  # int32 (n_q, n_k) when DYNAMIC; otherwise not read
     Out,
     QK_SCALE: tl.constexpr,  # scale * log2(e): exp2 with the scale folded in
@@ -55,7 +55,7 @@ def attention(
     DV_PAD: tl.constexpr,
     CAUSAL: tl.constexpr,
     CAUSAL_OFFSET: tl.constexpr,  # keys > row + offset are masked
-    HAS_MASK: tl.constexpr,  # an additive mask (batch, N_Q, N_K)
+    HAS_MASK: tl.constexpr,  # an additive mask (batch, N_Q, N_K), read or computed
     KV_GROUP: tl.constexpr,  # query heads per K/V head: K and V hold batch // KV_GROUP
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -101,11 +101,8 @@ def attention(
         x = tl.dot(q, k) * QK_SCALE
         x = x  # generated: the score region, on base-2 logits
         if HAS_MASK:
-            bias = tl.load(
-                Mask + _m_offsets(batch, rows[:, None], keys[None, :], n_q, n_k),
-                mask=(rows[:, None] < n_q) & (keys[None, :] < n_k),
-                other=0.0,
-            )
+            inside = (rows[:, None] < n_q) & (keys[None, :] < n_k)
+            bias = tl.load(Mask + _m_offsets(batch, rows[:, None], keys[None, :], n_q, n_k), mask=inside, other=0.0)  # noqa: E501 - generated: mask
             x += bias.to(tl.float32) * 1.4426950408889634
         if start_n >= unmasked:
             visible = keys[None, :] < n_k

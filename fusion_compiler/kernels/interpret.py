@@ -39,8 +39,12 @@ def main(path: Path) -> None:
     interpreter._patch_lang_tensor = patched
     with tempfile.TemporaryDirectory() as directory:  # the interpreter re-reads the source
         kernel = load_source(spec, Path(directory))
-        mask = q if mask is None else mask
-        kernel[grid](q, k, v, mask, q if sizes is None else sizes, out, **spec.constants())
+        if spec.mask_expr is not None:
+            masks = list(mask or [])  # the tensors the computed mask reads
+        else:
+            masks = [q if mask is None else mask]
+        sizes = q if sizes is None else sizes
+        kernel[grid](q, k, v, *masks, sizes, out, **spec.constants())
     torch.save(out, path.with_suffix(".out.pt"))
 
 
