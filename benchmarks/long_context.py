@@ -3,7 +3,7 @@
 On the CPU machine:  .venv/bin/python benchmarks/long_context.py prepare build/long
 On the GPU machine:  python3 benchmarks/long_context.py run build/long OUT_DIR
 
-Decode: one query row (B1, H32, 8 KV heads by repeat_kv, D128, fp16) against a cache of
+Decode: one query row (B1, H32, 8 KV heads by repeat_interleave, D128, fp16) against a cache of
 Nk = 4096, 32768, 131072 keys. Long context: causal B1 H8 N131072 D128 fp16, whose
 unfused score matrix alone would be 8·131072²·2 bytes = 256 GiB. Ours is
 target="cuda", cuda_arch="sm_90" (one generated kernel), timed by its kernel's device
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -25,32 +24,12 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from attention_peers import _events_ms, _iree_system  # noqa: E402
+from attention_peers import Unfused, _events_ms, _iree_system  # noqa: E402
 
 import fusion_compiler as fc  # noqa: E402
 
 DECODE = [(1, 32, 8, 1, nk, 128, False) for nk in (4096, 32768, 131072)]
 LONG = [(1, 8, 8, 131072, 131072, 128, True)]
-
-
-class Attention(torch.nn.Module):
-    """Attention as decoders write it: repeat_kv for GQA, an arange causal mask."""
-
-    def __init__(self, causal: bool):
-        super().__init__()
-        self.causal = causal
-
-    def forward(self, q, k, v):
-        groups = q.shape[1] // k.shape[1]
-        if groups > 1:
-            b, h, n, d = k.shape
-            k = k[:, :, None].expand(b, h, groups, n, d).reshape(b, h * groups, n, d)
-            v = v[:, :, None].expand(b, h, groups, n, d).reshape(b, h * groups, n, d)
-        s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-        if self.causal:
-            rows = torch.arange(s.shape[-2], device=s.device)[:, None]
-            s = s.masked_fill(torch.arange(s.shape[-1], device=s.device)[None, :] > rows, -math.inf)
-        return torch.softmax(s.float(), dim=-1).to(q.dtype) @ v
 
 
 def _name(case) -> str:
@@ -73,7 +52,7 @@ def prepare(folder: Path) -> None:
             torch.empty(x.shape, dtype=x.dtype, device="meta") for x in _inputs(case, "meta")
         )
         module = fc.compile(
-            Attention(case[-1]), example_args=example, target="cuda", cuda_arch="sm_90"
+            Unfused(case[-1]), example_args=example, target="cuda", cuda_arch="sm_90"
         )
         module.save(folder / f"{_name(case)}.vmfb")
         print(_name(case), module.stats, flush=True)
