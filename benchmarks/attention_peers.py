@@ -286,9 +286,9 @@ def run_cpu(out: Path) -> int:
             "torch_sdpa": sdpa,
         }
         for system, model, options in (
-            ("ours", Unfused(causal), {}),
+            ("ours", Unfused(causal), {"attention": "iree"}),
             ("ours_online_softmax", Unfused(causal), {"attention": "online-softmax"}),
-            ("iree_sdpa", SDPA(causal), {}),
+            ("iree_sdpa", SDPA(causal), {"pipeline": "builtin.module()"}),  # no pass of ours
         ):
             module = fc.compile(model, example_args=inputs[0], target="cpu", **options)
             systems[system] = fc.load(module)["main"]

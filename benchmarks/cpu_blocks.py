@@ -55,7 +55,7 @@ def main() -> int:
         torch.manual_seed(0)
         model = factory(dim).eval()
         inputs = [torch.randn(b, n, dim) for _ in range(3)]
-        run = fc.load(fc.compile(model, example_args=(inputs[0],)))
+        run = fc.load(fc.compile(model, example_args=(inputs[0],), attention="iree"))
         # IREE without our passes: the same compile with an empty pipeline of ours.
         iree = fc.load(fc.compile(model, example_args=(inputs[0],), pipeline="builtin.module()"))
         with torch.no_grad():
