@@ -101,3 +101,36 @@ func.func @f32(%q: tensor<2x16x32xf32>, %k: tensor<2x16x32xf32>, %v: tensor<2x16
 // CHECK-LABEL: func.func @f32(
 // CHECK-NOT: flow.dispatch
 // CHECK: iree_linalg_ext.attention
+
+// -----
+
+// Dynamic sequence lengths: the kernel reads them from a sizes tensor; the grid comes
+// from the workload (the query length); the strides are expressions of n_q and n_k.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+func.func @dynamic(%q: tensor<4x?x64xf16>, %k: tensor<4x?x64xf16>, %v: tensor<4x?x64xf16>) -> tensor<4x?x64xf16> {
+  %scale = arith.constant 0.125 : f32
+  %c1 = arith.constant 1 : index
+  %n = tensor.dim %q, %c1 : tensor<4x?x64xf16>
+  %e = tensor.empty(%n) : tensor<4x?x64xf16>
+  // expected-remark @below {{attention lowered to a generated sm_90 kernel (f16, D=64, tiles 64x128)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #o]}>
+      ins(%q, %k, %v, %scale : tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, f32)
+      outs(%e : tensor<4x?x64xf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<4x?x64xf16>
+  return %o : tensor<4x?x64xf16>
+}
+// CHECK: hal.executable.export public @attention ordinal(0) layout(#pipeline_layout{{[0-9]*}}) count(%{{.+}}: !hal.device, %[[N:.+]]: index) -> (index, index, index) {
+// CHECK: %[[PADDED:.+]] = arith.addi %[[N]], %{{.+}} : index
+// CHECK: arith.divui %[[PADDED]], %{{.+}} : index
+// CHECK-LABEL: func.func @dynamic(
+// CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<4x?x64xf16>, %[[K:[a-z0-9]+]]: tensor<4x?x64xf16>, %[[V:[a-z0-9]+]]: tensor<4x?x64xf16>
+// CHECK: %[[NQ:.+]] = tensor.dim %[[Q]], %{{.+}} : tensor<4x?x64xf16>
+// CHECK: %[[NK:.+]] = tensor.dim %[[K]], %{{.+}} : tensor<4x?x64xf16>
+// CHECK: %[[SIZES:.+]] = tensor.from_elements %{{.+}}, %{{.+}} : tensor<2xi32>
+// CHECK: flow.dispatch @fusion_attention_0::@attention[%[[NQ]]](%[[Q]], %[[K]], %[[V]], %[[Q]], %[[SIZES]]) {fusion.attention_kernel = "{{.*}}\22n_k\22: -1, \22n_q\22: -1,{{.*}}\22views\22: {{\[\[}}\22n_q * 64\22, 0, 1, 64, 1], {{\[}}\22n_k * 64\22{{.*}}"} : (tensor<4x?x64xf16>{%{{.+}}}, tensor<4x?x64xf16>{%{{.+}}}, tensor<4x?x64xf16>{%{{.+}}}, tensor<4x?x64xf16>{%{{.+}}}, tensor<2xi32>) -> (tensor<4x?x64xf16>{%[[NQ]]}, tensor<1xi8>, tensor<1xi8>)
