@@ -64,6 +64,17 @@ _UNARY = {
     "math.log2": "tl.math.log2({})",
     "math.sqrt": "tl.sqrt({})",
     "arith.negf": "(-{})",
+    "math.tanh": "(2.0 * tl.sigmoid(2.0 * {}) - 1.0)",
+}
+_UNARY_FOLD = {
+    "math.absf": abs,
+    "math.exp": math.exp,
+    "math.exp2": lambda x: 2.0**x,
+    "math.log": math.log,
+    "math.log2": math.log2,
+    "math.sqrt": math.sqrt,
+    "arith.negf": operator.neg,
+    "math.tanh": math.tanh,
 }
 _CASTS = {
     "f16": "tl.float16",
@@ -245,7 +256,10 @@ class _Translator:
         if name in _BINARY:
             return _binary(arg(0), _BINARY[name], arg(1))
         if name in _UNARY:
-            return _UNARY[name].format(_text(arg(0)))
+            value = arg(0)
+            if not isinstance(value, str):  # a constant: evaluate here
+                return _UNARY_FOLD[name](value)
+            return _UNARY[name].format(value)
         if name in ("arith.maximumf", "arith.maxsi", "arith.maxnumf"):
             return f"tl.maximum({_text(arg(0))}, {_text(arg(1))})"
         if name in ("arith.minimumf", "arith.minsi", "arith.minnumf"):

@@ -199,7 +199,8 @@ def _dispatch_inputs(fused: fc.CompiledModule) -> tuple[object, list[list[int]]]
 
 
 @pytest.mark.parametrize(
-    "mask", ["causal-tril", "causal-where", "causal-additive", "alibi", "relative-bias"]
+    "mask",
+    ["causal-tril", "causal-where", "causal-additive", "alibi", "relative-bias", "softcap-causal"],
 )
 def test_mask_computed_in_the_kernel_from_its_producers(mask: str) -> None:
     """No (B·H, Nq, Nk) mask: the kernel evaluates the mask's producers per tile and
