@@ -24,7 +24,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
-from cases import BF16, BOUND, F16, F32, example, qkv  # noqa: E402
+from cases import BOUND, F16, F32, example, qkv  # noqa: E402
+from gpu_smoke import CASES as SMOKE_CASES  # noqa: E402
 from variants import Attention  # noqa: E402
 
 import fusion_compiler as fc  # noqa: E402
@@ -33,14 +34,8 @@ BLOCKS = "builtin.module(fusion-detect-attention,fusion-online-softmax{block-q=2
 
 
 VARIANTS = {
-    "causal_f16": (
-        lambda: Attention(8, 300, 300, 64, mask="causal-tril", upcast=True),
-        qkv(1, 8, 8, 300, 300, 64, F16),
-    ),
-    "alibi_cross_bf16": (
-        lambda: Attention(4, 77, 333, 128, mask="alibi", upcast=True),
-        qkv(1, 4, 4, 77, 333, 128, BF16),
-    ),
+    "causal_f16": SMOKE_CASES["causal_tril_f16"],
+    "alibi_cross_bf16": SMOKE_CASES["alibi_cross_bf16"],
     "softcap_causal_f32": (
         lambda: Attention(4, 200, 200, 64, mask="softcap-causal"),
         qkv(1, 4, 4, 200, 200, 64, F32),

@@ -210,7 +210,7 @@ def tile_of(value: ir.Value, offsets: list[Size], sizes: list[Size], depth: int 
         )
         return clone.results[0]
     if op.name == "tensor.collapse_shape":
-        groups = [[ir.IntegerAttr(i).value for i in g] for g in op.attributes["reassociation"]]
+        groups = linalg.reassociation(op)
         source = op.operands[0]
         if all(len(g) == 1 for g in groups[1:]) and _full_dim(value, 0, offsets, sizes):
             # (A, B, ...) -> (A·B, ...): the collapsed batch is taken whole

@@ -190,13 +190,13 @@ def fact_of(value: ir.Value, depth: int = 16) -> Fact:
         return None
     rank = ir.RankedTensorType(value.type).rank
     if op.name == "tensor.collapse_shape":
-        groups = [[ir.IntegerAttr(i).value for i in g] for g in op.attributes["reassociation"]]
+        groups = linalg.reassociation(op)
         fact = fact_of(op.operands[0], depth - 1)
         # only source dims alone in their group have an index of their own here
         dims = {g[0]: r for r, g in enumerate(groups) if len(g) == 1}
         return _relabel(fact, dims)
     if op.name == "tensor.expand_shape":
-        groups = [[ir.IntegerAttr(i).value for i in g] for g in op.attributes["reassociation"]]
+        groups = linalg.reassociation(op)
         shape = ir.RankedTensorType(value.type).shape
         dims: dict[int, int | None] = {}
         for source_dim, group in enumerate(groups):

@@ -113,8 +113,7 @@ def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Valu
         keys = size_of(k, 2 if form.k_transposed else 1)
         width = size_of(v, 2)
         log2_scale = times(to_f32(scale), LOG2E)
-        rows_bound = rows if isinstance(rows, ir.Value) else index(rows)
-        outer = dialects.scf.ForOp(index(0), rows_bound, index(block_q), [out_init])
+        outer = dialects.scf.ForOp(index(0), _as_index(rows), index(block_q), [out_init])
         outer.operation.attributes[MARKER] = ir.UnitAttr.get()
         with ir.InsertionPoint(outer.body):
             i = outer.induction_variable
@@ -125,7 +124,7 @@ def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Valu
                 full([batch, tm], 0.0),
                 full([batch, tm, width], 0.0),
             ]
-            keys_bound = keys if isinstance(keys, ir.Value) else index(keys)
+            keys_bound = _as_index(keys)
             if form.causal_offset is not None:
                 # causal tile skipping: rows i .. i+tm-1 see keys up to i + tm - 1 + c
                 visible = dialects.arith.AddIOp(

@@ -10,7 +10,6 @@ as the executable for CUDA and dispatches it like its own.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass
 
 from fusion_compiler.dialects import causal, flash, kernel_mask, linalg
@@ -26,26 +25,8 @@ from fusion_compiler.kernels.attention import (
     Stride,
     View,
     contiguous,
-    product,
+    contiguous_strides,
 )
-
-# Score-region ops and the Triton expression of each (operands in order).
-_TRITON_OPS: dict[str, str] = {
-    "arith.addf": "({0} + {1})",
-    "arith.subf": "({0} - {1})",
-    "arith.mulf": "({0} * {1})",
-    "arith.divf": "({0} / {1})",
-    "arith.negf": "(-{0})",
-    "arith.maximumf": "tl.maximum({0}, {1})",
-    "arith.minimumf": "tl.minimum({0}, {1})",
-    "arith.extf": "{0}",
-    "arith.truncf": "{0}",
-    "math.tanh": "(2.0 * tl.sigmoid(2.0 * {0}) - 1.0)",  # what the interpreter runs too
-    "math.exp2": "tl.math.exp2({0})",
-    "math.exp": "tl.exp({0})",
-    "math.log2": "tl.math.log2({0})",
-    "math.absf": "tl.abs({0})",
-}
 
 # On each kernel dispatch: the kernel's Spec as JSON, readable in the IR dumps (and how
 # fused attentions are still counted and tests rebuild the kernel).
@@ -56,29 +37,7 @@ _ELEMENTS = {"f16": "f16", "bf16": "bf16", "f32": "f32"}
 
 def score_expression(op: ir.Operation) -> str:
     """The op's score region as a Triton expression of ``x``; ValueError naming what is not."""
-    block = op.regions[0].blocks[0]
-    names: dict[ir.Value, str] = {block.arguments[0]: "x"}
-    *body, terminator = block.operations
-    for body_op in body:
-        name = body_op.operation.name
-        if name == "arith.constant":
-            value = linalg.constant_value(body_op.results[0])
-            if not isinstance(value, float) or not math.isfinite(value):
-                raise ValueError(f"score region constant {body_op.results[0]}")
-            names[body_op.results[0]] = repr(value)
-            continue
-        if name not in _TRITON_OPS:
-            raise ValueError(f"score region op {name} has no kernel translation")
-        operands = []
-        for operand in body_op.operands:
-            if operand not in names:  # a constant defined above the op
-                value = linalg.constant_value(operand)
-                if not isinstance(value, float) or not math.isfinite(value):
-                    raise ValueError("score region reads a non-constant value from outside")
-                names[operand] = repr(value)
-            operands.append(names[operand])
-        names[body_op.results[0]] = _TRITON_OPS[name].format(*operands)
-    return names[terminator.operands[0]]
+    return kernel_mask.region_expression(op.regions[0].blocks[0], "x")
 
 
 def _element(value: ir.Value) -> str | None:
@@ -140,17 +99,13 @@ def fold_k_transpose(op: ir.Operation) -> None:
     erase_dead([collapse])  # and the transpose, unless something else reads them
 
 
-def _reassociation(op: ir.Operation) -> list[list[int]]:
-    return [[ir.IntegerAttr(i).value for i in g] for g in op.attributes["reassociation"]]
-
-
 def group_broadcast(value: ir.Value) -> tuple[ir.Value, int] | None:
     """(S, g) when ``value`` (B·H, n, d) is the KV heads of S (B, Hkv, n, d) each repeated
     g times (``repeat_interleave`` / ``repeat_kv``): head bh reads KV head bh // g."""
     groups: list[list[int]] = [[0], [1], [2]]
     op = linalg.producer(value)
     while op is not None and op.name == "tensor.collapse_shape":
-        inner = _reassociation(op)
+        inner = linalg.reassociation(op)
         groups = [[i for g in groups[k] for i in inner[g]] for k in range(len(groups))]
         value, op = op.operands[0], linalg.producer(op.operands[0])
     if groups != [[0, 1, 2], [3], [4]] or op is None or op.name != "linalg.generic":
@@ -182,13 +137,6 @@ def _sizes(value: ir.Value, symbols: Symbols) -> list[Stride]:
     return sizes
 
 
-def _contiguous(sizes: list[Stride]) -> list[Stride]:
-    strides: list[Stride] = [1] * len(sizes)
-    for i in reversed(range(len(sizes) - 1)):
-        strides[i] = product(strides[i + 1], sizes[i + 1])
-    return strides
-
-
 def _shape(value: ir.Value) -> list[int]:
     return list(ir.RankedTensorType(value.type).shape)
 
@@ -203,9 +151,9 @@ def _strides4(x: ir.Value, symbols: Symbols) -> tuple[ir.Value, list[Stride]]:
         source_symbols: Symbols = [None] * len(perm)
         for i, p in enumerate(perm):
             source_symbols[p] = symbols[i]
-        strides = _contiguous(_sizes(source, source_symbols))
+        strides = contiguous_strides(_sizes(source, source_symbols))
         return source, [strides[perm[i]] for i in range(len(perm))]
-    return x, _contiguous(_sizes(x, symbols))
+    return x, contiguous_strides(_sizes(x, symbols))
 
 
 def strided_view(value: ir.Value, symbols: Symbols, group: int = 1) -> tuple[ir.Value, View]:
@@ -224,7 +172,7 @@ def strided_view(value: ir.Value, symbols: Symbols, group: int = 1) -> tuple[ir.
     if (
         op is not None
         and op.name == "tensor.collapse_shape"
-        and _reassociation(op) == [[0, 1], [2], [3]]
+        and linalg.reassociation(op) == [[0, 1], [2], [3]]
     ):
         x = op.operands[0]
         base, st = _strides4(x, four)
@@ -253,7 +201,7 @@ def output_plan(op: ir.Operation) -> OutputPlan:
     if len(uses) != 1 or uses[0].owner.name != "tensor.expand_shape":
         return plan
     expand = uses[0].owner
-    if _reassociation(expand) != [[0, 1], [2], [3]]:
+    if linalg.reassociation(expand) != [[0, 1], [2], [3]]:
         return plan
     x = expand.results[0]
     uses = list(x.uses)
@@ -262,7 +210,7 @@ def output_plan(op: ir.Operation) -> OutputPlan:
     transpose = uses[0].owner
     perm = list(ir.DenseI64ArrayAttr(transpose.attributes["permutation"]))
     x_symbols = [None, None, "n_q", None]
-    y_strides = _contiguous(_sizes(transpose.results[0], [x_symbols[p] for p in perm]))
+    y_strides = contiguous_strides(_sizes(transpose.results[0], [x_symbols[p] for p in perm]))
     st = [y_strides[perm.index(j)] for j in range(4)]
     view = (st[0], st[1], _shape(x)[1], st[2], st[3])
     return OutputPlan(transpose, view, transpose.results[0].type)
@@ -309,7 +257,18 @@ def _mask_plan(op: ir.Operation, form: flash.Layout) -> str | MaskCode | None:
     return code if isinstance(code, MaskCode) else "read"
 
 
-def spec_for(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> Spec | str:
+@dataclass(frozen=True)
+class KernelPlan:
+    """What lowering one attention to a kernel needs: the kernel's Spec, the tensors
+    its dispatch takes, and where its result goes."""
+
+    spec: Spec
+    inputs: list[ir.Value]  # Q, K, V and the mask's, as the kernel's views read them
+    output: OutputPlan
+    form: flash.Layout
+
+
+def plan_kernel(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> KernelPlan | str:
     """The kernel ``op`` needs, or why the kernel path cannot take it."""
     q, k, v, scale = list(op.operands)[:4]
     dtype = _element(q)
@@ -340,11 +299,11 @@ def spec_for(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> Spe
     if mask == "read" and mask_dtype is None:
         return "mask element type is not f16, bf16 or f32"
     try:
-        _, views = operand_views(op, form, kv_group, mask)
+        inputs, views = operand_views(op, form, kv_group, mask)
         plan = output_plan(op)
     except ValueError as why:  # a dynamic size the views cannot express
         return str(why)
-    return Spec(
+    spec = Spec(
         dtype=dtype,
         mask_dtype=mask_dtype,
         batch=batch,
@@ -362,6 +321,7 @@ def spec_for(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> Spe
         mask_inputs=tuple(mask.types) if isinstance(mask, MaskCode) else (),
         **tiles,
     )
+    return KernelPlan(spec, inputs, plan, form)
 
 
 def _dim(value: ir.Value, axis: int) -> ir.Value:
@@ -411,17 +371,22 @@ def executable_source(symbol: str, kernel: Kernel, spec: Spec, n_bindings: int) 
     )
 
 
-def build_dispatch(op: ir.Operation, kernel: Kernel, spec: Spec, symbol: str) -> OutputPlan:
+def build_dispatch(
+    op: ir.Operation, kernel: Kernel, kernel_plan: KernelPlan, symbol: str
+) -> OutputPlan:
     """Adds the executable to the module and a flow.dispatch of it before ``op``.
 
     Bindings follow the kernel's parameters: Q, K, V, the mask (Q again without one),
     the sizes (Q again while static), the output, then two scratch results for the
     pointers Triton appends. Inputs are the tensors the kernel's views read in place; the
-    result replaces ``output_plan(op)``.
+    result replaces the plan's output.
     """
-    form = flash.layout(op, allow_dynamic=True)
-    inputs, _ = operand_views(op, form, spec.kv_group, _mask_plan(op, form))
-    plan = output_plan(op)
+    spec, inputs, plan, form = (
+        kernel_plan.spec,
+        kernel_plan.inputs,
+        kernel_plan.output,
+        kernel_plan.form,
+    )
     module = op.parent
     while module.name != "builtin.module":
         module = module.parent

@@ -1,4 +1,4 @@
-"""An attention mask's producers, as a Triton expression the generated kernel evaluates.
+"""Linalg payloads as Triton expressions: an attention's mask producers and score region.
 
 The additive mask a fused attention carries is f(0) of the model's score chain: fills,
 elementwise generics (iota compares, selects of -inf, ALiBi's slope x distance, casts),
@@ -7,6 +7,7 @@ of materialising it at (B·H, Nq, Nk) before the kernel, ``mask_code`` translate
 producers into one expression of the kernel's (batch, row, key) coordinates; the tensors
 at its leaves are read with their own indexing (a broadcast dim has stride 0), so no
 Nq×Nk mask exists. What cannot be translated keeps the materialised mask.
+``region_expression`` translates the op's score region (softcap) with the same table.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from fusion_compiler.dialects import linalg
 
 from fusion_compiler.ir import ir
+from fusion_compiler.kernels.attention import contiguous_strides
 
 _POINTER_TYPES = {
     "f32": "*fp32",
@@ -177,9 +179,7 @@ class _Translator:
         element = str(ir.RankedTensorType(value.type).element_type)
         if element not in _POINTER_TYPES:
             raise Untranslatable(f"a mask input of element type {element}")
-        strides = [1] * len(shape)
-        for i in reversed(range(len(shape) - 1)):
-            strides[i] = strides[i + 1] * shape[i + 1]
+        strides = contiguous_strides(shape)
         terms = [f"({c}) * {s}" for c, s, n in zip(coords, strides, shape, strict=True) if n != 1]
         index = len(self.code.inputs)
         self.code.inputs.append(value)
@@ -191,7 +191,7 @@ class _Translator:
         source = op.operands[0]
         shape = _shape(source)
         inner: list[str] = []
-        for group, coord in zip(_groups(op), coords, strict=True):
+        for group, coord in zip(linalg.reassociation(op), coords, strict=True):
             rest = coord
             parts = []
             for axis in reversed(group):
@@ -203,7 +203,7 @@ class _Translator:
     def _expand(self, op: ir.Operation, coords: list[str], depth: int) -> Term:
         shape = _shape(op.results[0])
         inner = []
-        for group in _groups(op):
+        for group in linalg.reassociation(op):
             linear = coords[group[0]]
             for axis in group[1:]:
                 linear = f"(({linear}) * {shape[axis]} + ({coords[axis]}))"
@@ -235,77 +235,76 @@ class _Translator:
             raise Untranslatable("a producer that reads its output")
         *body, terminator = block.operations
         for body_op in body:
-            names[body_op.results[0]] = self._payload(body_op.operation, names, coords)
+            names[body_op.results[0]] = _payload(body_op.operation, names, coords)
         return names[terminator.operands[0]]
 
-    def _payload(self, op: ir.Operation, names: dict, coords: list[str]) -> Term:
-        def arg(i: int) -> Term:
-            value = op.operands[i]
-            if value in names:
-                return names[value]
-            constant = linalg.constant_value(value)
-            if constant is None:
-                raise Untranslatable("a payload reading a value from outside")
-            return constant
 
-        name = op.name
-        if name == "arith.constant":
-            return linalg.constant_value(op.results[0])
-        if name == "linalg.index":
-            return f"({coords[ir.IntegerAttr(op.attributes['dim']).value]})"
-        if name in _BINARY:
-            return _binary(arg(0), _BINARY[name], arg(1))
-        if name in _UNARY:
-            value = arg(0)
-            if not isinstance(value, str):  # a constant: evaluate here
-                return _UNARY_FOLD[name](value)
-            return _UNARY[name].format(value)
-        if name in ("arith.maximumf", "arith.maxsi", "arith.maxnumf"):
-            return f"tl.maximum({_text(arg(0))}, {_text(arg(1))})"
-        if name in ("arith.minimumf", "arith.minsi", "arith.minnumf"):
-            return f"tl.minimum({_text(arg(0))}, {_text(arg(1))})"
-        if name == "arith.select":
-            c, a, b = arg(0), arg(1), arg(2)
-            if not isinstance(c, str):
-                return a if c else b
-            return f"tl.where({c}, {_text(a)}, {_text(b)})"
-        if name == "arith.cmpi":
-            return _binary(arg(0), _CMPI[ir.IntegerAttr(op.attributes["predicate"]).value], arg(1))
-        if name == "arith.cmpf":
-            predicate = ir.IntegerAttr(op.attributes["predicate"]).value
-            if predicate not in _CMPF:
-                raise Untranslatable(f"cmpf predicate {predicate}")
-            return _binary(arg(0), _CMPF[predicate], arg(1))
-        if name in (
-            "arith.extf",
-            "arith.truncf",
-            "arith.sitofp",
-            "arith.uitofp",
-            "arith.extsi",
-            "arith.trunci",
-            "arith.index_cast",
-            "arith.fptosi",
-        ):
-            target = str(op.results[0].type)
-            value = arg(0)
-            if target == "index":
-                return value
-            if target not in _CASTS:
-                raise Untranslatable(f"a cast to {target}")
-            if not isinstance(value, str):  # a constant: cast here
-                return _round(float(value), target) if target[0] in "fb" else int(value)
-            return f"({value}).to({_CASTS[target]})"
-        raise Untranslatable(f"{name} among the mask's producers")
+def _payload(op: ir.Operation, names: dict, coords: list[str]) -> Term:
+    """One payload op as a Term, its operands looked up in ``names``."""
+
+    def arg(i: int) -> Term:
+        value = op.operands[i]
+        if value in names:
+            return names[value]
+        constant = linalg.constant_value(value)
+        if constant is None:
+            raise Untranslatable("a payload reading a value from outside")
+        return constant
+
+    name = op.name
+    if name == "arith.constant":
+        return linalg.constant_value(op.results[0])
+    if name == "linalg.index":
+        return f"({coords[ir.IntegerAttr(op.attributes['dim']).value]})"
+    if name in _BINARY:
+        return _binary(arg(0), _BINARY[name], arg(1))
+    if name in _UNARY:
+        value = arg(0)
+        if not isinstance(value, str):  # a constant: evaluate here
+            return _UNARY_FOLD[name](value)
+        return _UNARY[name].format(value)
+    if name in ("arith.maximumf", "arith.maxsi", "arith.maxnumf"):
+        return f"tl.maximum({_text(arg(0))}, {_text(arg(1))})"
+    if name in ("arith.minimumf", "arith.minsi", "arith.minnumf"):
+        return f"tl.minimum({_text(arg(0))}, {_text(arg(1))})"
+    if name == "arith.select":
+        c, a, b = arg(0), arg(1), arg(2)
+        if not isinstance(c, str):
+            return a if c else b
+        return f"tl.where({c}, {_text(a)}, {_text(b)})"
+    if name == "arith.cmpi":
+        return _binary(arg(0), _CMPI[ir.IntegerAttr(op.attributes["predicate"]).value], arg(1))
+    if name == "arith.cmpf":
+        predicate = ir.IntegerAttr(op.attributes["predicate"]).value
+        if predicate not in _CMPF:
+            raise Untranslatable(f"cmpf predicate {predicate}")
+        return _binary(arg(0), _CMPF[predicate], arg(1))
+    if name in (
+        "arith.extf",
+        "arith.truncf",
+        "arith.sitofp",
+        "arith.uitofp",
+        "arith.extsi",
+        "arith.trunci",
+        "arith.index_cast",
+        "arith.fptosi",
+    ):
+        target = str(op.results[0].type)
+        value = arg(0)
+        if target == "index":
+            return value
+        if target not in _CASTS:
+            raise Untranslatable(f"a cast to {target}")
+        if not isinstance(value, str):  # a constant: cast here
+            return _round(float(value), target) if target[0] in "fb" else int(value)
+        return f"({value}).to({_CASTS[target]})"
+    raise Untranslatable(f"{name} has no kernel translation")
 
 
 def _binary(a: Term, symbol: str, b: Term) -> Term:
     if not isinstance(a, str) and not isinstance(b, str):
         return _FOLD[symbol](a, b)  # both constants: fold
     return f"({_text(a)} {symbol} {_text(b)})"
-
-
-def _groups(op: ir.Operation) -> list[list[int]]:
-    return [[ir.IntegerAttr(i).value for i in g] for g in op.attributes["reassociation"]]
 
 
 def mask_code(mask: ir.Value) -> MaskCode | str:
@@ -320,3 +319,17 @@ def mask_code(mask: ir.Value) -> MaskCode | str:
         return "more than 4 tensors feed the mask"
     translator.code.expr = _text(expr)
     return translator.code
+
+
+def region_expression(block: ir.Block, argument: str) -> str:
+    """A one-argument region (the attention's score region) as a Triton expression of
+    ``argument``; ValueError naming what has no translation."""
+    names: dict = {block.arguments[0]: argument}
+    *body, terminator = block.operations
+    try:
+        for body_op in body:
+            names[body_op.results[0]] = _payload(body_op.operation, names, [])
+    except Untranslatable as why:
+        raise ValueError(f"score region: {why}") from None
+    yielded = terminator.operands[0]
+    return _text(names[yielded] if yielded in names else linalg.constant_value(yielded))

@@ -39,6 +39,11 @@ def producer_and_reshapes(value: ir.Value) -> tuple[ir.Operation | None, list[ir
     return op, skipped
 
 
+def reassociation(op: ir.Operation) -> list[list[int]]:
+    """The dim groups of a ``tensor.collapse_shape`` / ``tensor.expand_shape``."""
+    return [[ir.IntegerAttr(i).value for i in g] for g in op.attributes["reassociation"]]
+
+
 def is_generic(op: ir.Operation | None) -> bool:
     return op is not None and op.name == "linalg.generic"
 

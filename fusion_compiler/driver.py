@@ -56,13 +56,13 @@ class IRDumper:
         self.count += 1
 
 
-def _count(module: ir.Operation, name: str, attribute: str | None = None) -> int:
-    """Ops named ``name``, or carrying the unit attribute ``attribute``."""
+def _count(module: ir.Operation, name: str, *attributes: str) -> int:
+    """Ops named ``name``, or carrying one of ``attributes``."""
     n = 0
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         nonlocal n
-        n += op.name == name or (attribute is not None and attribute in op.attributes)
+        n += op.name == name or any(a in op.attributes for a in attributes)
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)
@@ -135,8 +135,8 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
             print(remark, file=sys.stderr)
     dumper.write(Stage.FUSED.value, op)
     # Fused attentions: IREE's op, our online-softmax loop nest, or a generated kernel.
-    result.stats["attention_ops"] = _count(op, linalg_ext.ATTENTION, flash.MARKER) + _count(
-        op, "flow.dispatch", kernel_dispatch.MARKER
+    result.stats["attention_ops"] = _count(
+        op, linalg_ext.ATTENTION, flash.MARKER, kernel_dispatch.MARKER
     )
     result.stats["softmax_ops"] = sum(
         isinstance(found, softmax.Softmax) for found in softmax.find_all(op)

@@ -67,15 +67,41 @@ def _specs(text: str) -> list[TensorSpec | None]:
     return [None if item == "*" else TensorSpec.parse(item[7:-1]) for item in text.split(";")]
 
 
+class _Timeline:
+    """One semaphore per module: calls submitted to it run in submission order."""
+
+    def __init__(self, device: rt.HalDevice):
+        self._semaphore = device.create_semaphore(0)
+        self._value = 0
+
+    def next(self) -> tuple[rt.HalFence, rt.HalFence]:
+        """The fence a new call waits on (the previous call's end) and the one it signals."""
+        wait = rt.HalFence.create_at(self._semaphore, self._value)
+        self._value += 1
+        return wait, rt.HalFence.create_at(self._semaphore, self._value)
+
+
+def _buffer_view(value) -> rt.HalBufferView:
+    return value._buffer_view if isinstance(value, rt.DeviceArray) else value
+
+
 class Function:
     """One entry point of a loaded module: checks its arguments, converts, calls."""
 
-    def __init__(self, name: str, function, device: rt.HalDevice, zero_copy: bool = False):
+    def __init__(
+        self,
+        name: str,
+        function,
+        device: rt.HalDevice,
+        zero_copy: bool = False,
+        asynchronous: tuple | None = None,  # (vm context, the $async function, timeline)
+    ):
         self.name = name
         self._function = function
         self._device = device
         # CUDA tensors go in and come out through DLPack when the module runs on "cuda".
         self._zero_copy = zero_copy
+        self._asynchronous = asynchronous
         reflection = function.vm_function.reflection
         self.inputs: list[TensorSpec | None] | None = None
         if "fusion.inputs" in reflection:
@@ -85,15 +111,7 @@ class Function:
             self.inputs = [TensorSpec.parse(t) for t in _TENSOR.findall(declaration.split("->")[0])]
 
     def __call__(self, *args: torch.Tensor | np.ndarray):
-        tensors = [self._check(i, arg) for i, arg in enumerate(args)]
-        if self.inputs is not None and len(tensors) != len(self.inputs):
-            raise ArgumentError(
-                f"{self.name} takes {len(self.inputs)} tensor argument(s) "
-                f"({'; '.join(str(s or 'any tensor') for s in self.inputs)}), got {len(tensors)}"
-            )
-        on_gpu = self._zero_copy and any(t.is_cuda for t in tensors)
-        if on_gpu:
-            torch.cuda.current_stream().synchronize()  # IREE reads on its own stream
+        tensors, on_gpu = self._arguments(args)
         results = self._function(*[self._to_device(t) for t in tensors])
         convert = self._to_cuda if on_gpu else self._to_torch
         if isinstance(results, (tuple, list)):
@@ -103,31 +121,33 @@ class Function:
     def submit(self, *args: torch.Tensor | np.ndarray) -> Pending:
         """Queues the call without waiting for it (as CUDA launches are queued); calls
         submitted one after another run in order. ``.result()`` waits and converts."""
-        if getattr(self, "_asynchronous", None) is None:
+        if self._asynchronous is None:
             raise FusionCompilerError(f"{self.name} has no asynchronous form in this module")
         context, function, timeline = self._asynchronous
-        tensors = [self._check(i, arg) for i, arg in enumerate(args)]
-        on_gpu = self._zero_copy and any(t.is_cuda for t in tensors)
-        if on_gpu:
-            torch.cuda.current_stream().synchronize()  # IREE reads on its own stream
-        semaphore, value = timeline
-        timeline[1] = value + 1
+        tensors, on_gpu = self._arguments(args)
         arguments = rt.VmVariantList(len(tensors) + 2)
         for tensor in tensors:
-            device_value = self._to_device(tensor)
-            view = (
-                device_value._buffer_view
-                if isinstance(device_value, rt.DeviceArray)
-                else device_value
-            )
-            arguments.push_ref(view)
-        arguments.push_ref(rt.HalFence.create_at(semaphore, value))
-        done = rt.HalFence.create_at(semaphore, value + 1)
+            arguments.push_ref(_buffer_view(self._to_device(tensor)))
+        wait, done = timeline.next()
+        arguments.push_ref(wait)
         arguments.push_ref(done)
         results = rt.VmVariantList(1)
         context.invoke(function, arguments, results)
         convert = self._to_cuda if on_gpu else self._host_result
         return Pending(done, results, convert)
+
+    def _arguments(self, args: tuple) -> tuple[list[torch.Tensor], bool]:
+        """The checked tensors of a call, and whether it runs on CUDA tensors."""
+        tensors = [self._check(i, arg) for i, arg in enumerate(args)]
+        if self.inputs is not None and len(tensors) != len(self.inputs):
+            raise ArgumentError(
+                f"{self.name} takes {len(self.inputs)} tensor argument(s) "
+                f"({'; '.join(str(s or 'any tensor') for s in self.inputs)}), got {len(tensors)}"
+            )
+        on_gpu = self._zero_copy and any(t.is_cuda for t in tensors)
+        if on_gpu:
+            torch.cuda.current_stream().synchronize()  # IREE reads on its own stream
+        return tensors, on_gpu
 
     def _host_result(self, view: rt.HalBufferView) -> torch.Tensor:
         return self._to_torch(rt.DeviceArray(self._device, view))
@@ -170,7 +190,7 @@ class Function:
         IREE 3.13's CUDA allocator cannot export the buffers it allocates for results
         (measured: UNAVAILABLE), so those still travel device -> host -> device.
         """
-        view = result._buffer_view if isinstance(result, rt.DeviceArray) else result
+        view = _buffer_view(result)
         try:
             return from_dlpack(self._device.create_dlpack_capsule(view, _DLPACK_CUDA, 0))
         except RuntimeError:
@@ -236,6 +256,7 @@ class LoadedModule:
             raise FusionCompilerError(f"not a loadable IREE module: {exc}") from None
         self._context = rt.SystemContext(config=self.config)
         self._context.add_vm_module(self._vm_module)
+        self._timeline: _Timeline | None = None  # made for the first submitted call
         self.function_names = [
             name
             for name in self._vm_module.function_names
@@ -246,18 +267,19 @@ class LoadedModule:
         if name not in self.function_names:
             raise KeyError(f"no function {name!r}; this module has {self.function_names}")
         module = self._context.modules[self._vm_module.name]
-        function = Function(name, module[name], self.config.device, zero_copy=self.device == "cuda")
+        queued = None
         asynchronous = self._vm_module.lookup_function(f"{name}$async")
         if asynchronous is not None:
-            function._asynchronous = (self._context.vm_context, asynchronous, self._timeline)
-        return function
-
-    @property
-    def _timeline(self) -> list:
-        """One semaphore per module: submitted calls run in submission order."""
-        if not hasattr(self, "_semaphore"):
-            self._semaphore = [self.config.device.create_semaphore(0), 0]
-        return self._semaphore
+            if self._timeline is None:
+                self._timeline = _Timeline(self.config.device)
+            queued = (self._context.vm_context, asynchronous, self._timeline)
+        return Function(
+            name,
+            module[name],
+            self.config.device,
+            zero_copy=self.device == "cuda",
+            asynchronous=queued,
+        )
 
     def __call__(self, *args: torch.Tensor | np.ndarray):
         name = "main" if "main" in self.function_names else self.function_names[0]

@@ -49,16 +49,18 @@ def _tiles(op: ir.Operation, options: Options) -> dict[str, int]:
     }
 
 
-def lower_attention_to_kernel(op: ir.Operation, spec, symbol: str) -> None:
+def lower_attention_to_kernel(
+    op: ir.Operation, plan: kernel_dispatch.KernelPlan, symbol: str
+) -> None:
     """iree_linalg_ext.attention [-> cast] [-> head transpose] -> flow.dispatch @symbol.
 
     The kernel is generated for this op; it reads Q, K, V where the model left them and
     writes the output cast and in the layout the model goes on with.
     """
-    kernel = compile_kernel(spec)
-    plan = kernel_dispatch.build_dispatch(op, kernel, spec, symbol)
+    kernel = compile_kernel(plan.spec)
+    output = kernel_dispatch.build_dispatch(op, kernel, plan, symbol)
     # the op and what it replaced, and producers only the kernel's views still read
-    erase_dead([plan.replaced, op] if plan.replaced != op else [op])
+    erase_dead([output.replaced, op] if output.replaced != op else [op])
 
 
 def run(module: ir.Operation, options: Options) -> None:
@@ -73,12 +75,12 @@ def _run(module: ir.Operation, options: Options) -> None:
         if isinstance(form, str):
             remarks.emit(op.location, f"attention left to IREE's code generation: {form}")
             continue
-        spec = kernel_dispatch.spec_for(op, form, _tiles(op, options))
-        if isinstance(spec, str):
-            remarks.emit(op.location, f"attention left to IREE's code generation: {spec}")
+        plan = kernel_dispatch.plan_kernel(op, form, _tiles(op, options))
+        if isinstance(plan, str):
+            remarks.emit(op.location, f"attention left to IREE's code generation: {plan}")
             continue
-        location = op.location
-        lower_attention_to_kernel(op, spec, f"fusion_attention_{n}")
+        location, spec = op.location, plan.spec
+        lower_attention_to_kernel(op, plan, f"fusion_attention_{n}")
         causal = f", causal offset {spec.causal_offset}" if spec.causal_offset is not None else ""
         remarks.emit(
             location,

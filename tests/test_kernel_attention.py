@@ -58,15 +58,29 @@ CASES = {
 }
 
 
+def _dispatch_inputs(fused: fc.CompiledModule) -> tuple[object, list[list[int]]]:
+    """The kernel's Spec and the shapes of its dispatch's operands."""
+    with new_session().context:
+        module = ir.Module.parse(fused.mlir)
+        specs = specs_in(module.operation)
+        assert len(specs) == 1, "the attention did not become a generated kernel"
+        found = []
+
+        def visit(op):
+            if op.name == "flow.dispatch":
+                found.append([list(ir.RankedTensorType(v.type).shape) for v in op.operands])
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(visit)
+    return specs[0], found[0]
+
+
 def _compile_spec(model, inputs):
     fused = fc.compile(
         model, example_args=inputs, target="cuda", cuda_arch="sm_90", compile_to="fused"
     )
     assert fused.stats["attention_ops"] == 1
-    with new_session().context:
-        specs = specs_in(ir.Module.parse(fused.mlir).operation)
-    assert len(specs) == 1, "the attention did not become a generated kernel"
-    return specs[0]
+    return _dispatch_inputs(fused)[0]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -180,22 +194,6 @@ def test_dynamic_sequence_length_one_kernel_two_lengths() -> None:
         with torch.no_grad():
             want = model.double()(q.double(), k.double(), v.double())
         assert rel_error(got.reshape(want.shape), want) < BOUND[F16], f"length {length}"
-
-
-def _dispatch_inputs(fused: fc.CompiledModule) -> tuple[object, list[list[int]]]:
-    """The kernel's Spec and the shapes of its dispatch's operands."""
-    with new_session().context:
-        module = ir.Module.parse(fused.mlir)
-        (spec,) = specs_in(module.operation)
-        found = []
-
-        def visit(op):
-            if op.name == "flow.dispatch":
-                found.append([list(ir.RankedTensorType(v.type).shape) for v in op.operands])
-            return ir.WalkResult.ADVANCE
-
-        module.operation.walk(visit)
-    return spec, found[0]
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,14 @@ def product(*factors: Stride) -> Stride:
     return " * ".join([*names, *([str(value)] if value != 1 else [])])
 
 
+def contiguous_strides(sizes: list[Stride]) -> list[Stride]:
+    """The strides of a row-major tensor of ``sizes`` (numbers or expressions)."""
+    strides: list[Stride] = [1] * len(sizes)
+    for i in reversed(range(len(sizes) - 1)):
+        strides[i] = product(strides[i + 1], sizes[i + 1])
+    return strides
+
+
 def contiguous(rows: Stride, cols: Stride) -> View:
     """The view of a contiguous (batch, rows, cols) tensor."""
     return (product(rows, cols), 0, 1, cols, 1)
@@ -103,8 +111,11 @@ class Spec:
 
     @property
     def grid(self) -> tuple[int, int, int]:
-        """The launch grid of a static spec (a dynamic one: from n_q at run time)."""
-        return (-(-self.n_q // self.block_m), self.batch, 1)
+        """The launch grid of a static spec (a dynamic one: ``grid_for`` its n_q)."""
+        return self.grid_for(self.n_q)
+
+    def grid_for(self, n_q: int) -> tuple[int, int, int]:
+        return (-(-n_q // self.block_m), self.batch, 1)
 
     def constants(self) -> dict[str, object]:
         """The template's ``tl.constexpr`` parameters."""
@@ -113,9 +124,9 @@ class Spec:
             "N_Q": max(self.n_q, 0),
             "N_K": max(self.n_k, 0),
             "D": self.d,
-            "D_PAD": _pow2(self.d),
+            "D_PAD": padded(self.d),
             "DV": self.dv,
-            "DV_PAD": _pow2(self.dv),
+            "DV_PAD": padded(self.dv),
             "CAUSAL": self.causal_offset is not None,
             "CAUSAL_OFFSET": self.causal_offset or 0,
             "HAS_MASK": self.mask_dtype is not None or self.mask_expr is not None,
@@ -140,7 +151,8 @@ def cache_dir() -> Path:
     return Path(root) / "kernels"
 
 
-def _pow2(n: int) -> int:
+def padded(n: int) -> int:
+    """A head dim padded to the power of two (at least 16) the kernel's tiles use."""
     return 1 << max(4, (n - 1).bit_length())
 
 

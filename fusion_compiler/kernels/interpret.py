@@ -27,7 +27,7 @@ def main(path: Path) -> None:
     q, k, v, mask, sizes = call["args"]
     n_q = int(sizes[0]) if spec.dynamic else spec.n_q
     out = torch.empty(spec.batch, n_q, spec.dv, dtype=_DTYPES[spec.out_dtype or spec.dtype])
-    grid = (-(-n_q // spec.block_m), spec.batch, 1)
+    grid = spec.grid_for(n_q)
     # Triton 3.6's interpreter turns a program id (a 1-element array) into a loop bound
     # with int(), which NumPy 2 refuses; read the element instead.
     patch_tensor = interpreter._patch_lang_tensor

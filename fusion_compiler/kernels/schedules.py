@@ -12,6 +12,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from fusion_compiler.kernels.attention import padded
+
 TABLE = Path(__file__).with_name("schedules.json")
 _SHARED_BYTES = 227 * 1024  # per block on sm_90
 _BUCKETS = (1024, 4096, 16384)  # key lengths up to ~1.5x a bucket fall in it
@@ -35,9 +37,8 @@ class ShapeClass:
 
     @classmethod
     def of(cls, arch: str, dtype: str, d: int, causal: bool, n_k: int) -> ShapeClass:
-        padded = 1 << max(4, (d - 1).bit_length())
         bucket = next((b for b in _BUCKETS if n_k <= b * 3 // 2), _BUCKETS[-1])
-        return cls(arch, dtype, padded, causal, bucket)
+        return cls(arch, dtype, padded(d), causal, bucket)
 
     @property
     def key(self) -> str:
