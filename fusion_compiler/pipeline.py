@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fusion_compiler import diagnostics, passes, remarks
-from fusion_compiler.errors import CompileError, Diagnostic
+from fusion_compiler.errors import CompileError, Diagnostic, FusionCompilerError
 from fusion_compiler.ir import ir, passmanager
 
 _OPEN = {"(": ")", "{": "}", "[": "]", "<": ">"}
@@ -158,6 +158,9 @@ def run_pipeline(
                 failed = exc
         if failed is None:
             return noted + seen
+        user_errors = [exc for exc in crashes if isinstance(exc, FusionCompilerError)]
+        if user_errors:  # a pass said what the user must change: not a compiler bug
+            raise user_errors[0]
         errors = seen + [d for d in diagnostics.errors_of(failed, filename) if d not in seen]
         errors += [
             Diagnostic("error", "<pass>", f"internal error: {type(exc).__name__}: {exc}")

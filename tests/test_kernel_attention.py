@@ -11,10 +11,13 @@ the cases here are fp16.
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
-from conftest import rel_error
+from conftest import ROOT, rel_error, tool
 from fusion_compiler.dialects.kernel_dispatch import specs_in
 from variants import Attention, PaddingMaskAttention
 
@@ -245,3 +248,32 @@ def test_padding_mask_input_read_per_key() -> None:
     with torch.no_grad():
         want = model(q.double(), k.double(), v.double(), keep)
     assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
+
+
+def test_kernel_path_without_triton_says_what_to_install(tmp_path) -> None:
+    """On a machine without Triton, sm_90 compilation fails with the fix, not an ImportError."""
+    script = tmp_path / "no_triton.py"
+    examples = str(ROOT / "examples")
+    script.write_text(
+        "import sys\n"
+        "sys.modules['triton'] = None  # as if not installed\n"
+        "import torch\n"
+        f"sys.path.insert(0, {examples!r})\n"
+        "from variants import Attention\n"
+        "import fusion_compiler as fc\n"
+        "x = tuple(torch.randn(1, 2, 64, 32).half() for _ in range(3))\n"
+        "try:\n"
+        "    fc.compile(Attention(2, 64, 64, 32), example_args=x,\n"
+        "               target='cuda', cuda_arch='sm_90')\n"
+        "except fc.FusionCompilerError as e:\n"
+        "    print(e)\n"
+    )
+    env = {**os.environ, "FUSION_COMPILER_CACHE": str(tmp_path / "cache")}  # no cached cubin
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
+    assert "needs Triton: pip install 'fusion-compiler[kernels]'" in done.stdout, done.stderr
+    assert "cuda_arch='sm_80'" in done.stdout
+
+
+def test_autotune_without_a_gpu_says_so() -> None:
+    done = tool("fusion-autotune", check=False)
+    assert done.returncode == 1 and "no CUDA GPU here" in done.stderr

@@ -134,3 +134,41 @@ func.func @dynamic(%q: tensor<4x?x64xf16>, %k: tensor<4x?x64xf16>, %v: tensor<4x
 // CHECK: %[[NK:.+]] = tensor.dim %[[K]], %{{.+}} : tensor<4x?x64xf16>
 // CHECK: %[[SIZES:.+]] = tensor.from_elements %{{.+}}, %{{.+}} : tensor<2xi32>
 // CHECK: flow.dispatch @fusion_attention_0::@attention[%[[NQ]]](%[[Q]], %[[K]], %[[V]], %[[Q]], %[[SIZES]]) {fusion.attention_kernel = "{{.*}}\22n_k\22: -1, \22n_q\22: -1,{{.*}}\22views\22: {{\[\[}}\22n_q * 64\22, 0, 1, 64, 1], {{\[}}\22n_k * 64\22{{.*}}"} : (tensor<4x?x64xf16>{%{{.+}}}, tensor<4x?x64xf16>{%{{.+}}}, tensor<4x?x64xf16>{%{{.+}}}, tensor<4x?x64xf16>{%{{.+}}}, tensor<2xi32>) -> (tensor<4x?x64xf16>{%[[NQ]]}, tensor<1xi8>, tensor<1xi8>)
+
+// -----
+
+// The causal mask of IREE's SDPA lowering keeps where key <= row: select(row >= key,
+// 0, -inf). Proven causal (offset 0) too, and dropped.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#m = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @sdpa_causal(%q: tensor<4x128x64xf16>, %k: tensor<4x128x64xf16>, %v: tensor<4x128x64xf16>) -> tensor<4x128x64xf16> {
+  %scale = arith.constant 0.125 : f32
+  %me = tensor.empty() : tensor<4x128x128xf16>
+  %mask = linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel", "parallel"]} outs(%me : tensor<4x128x128xf16>) {
+  ^bb0(%out: f16):
+    %i = linalg.index 1 : index
+    %j = linalg.index 2 : index
+    %keep = arith.cmpi sge, %i, %j : index
+    %zero = arith.constant 0.0 : f16
+    %ninf = arith.constant 0xFC00 : f16
+    %r = arith.select %keep, %zero, %ninf : f16
+    linalg.yield %r : f16
+  } -> tensor<4x128x128xf16>
+  %e = tensor.empty() : tensor<4x128x64xf16>
+  // expected-remark @below {{attention lowered to a generated sm_90 kernel (f16, D=64, tiles 64x64, causal offset 0)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
+      ins(%q, %k, %v, %scale, %mask : tensor<4x128x64xf16>, tensor<4x128x64xf16>, tensor<4x128x64xf16>, f32, tensor<4x128x128xf16>)
+      outs(%e : tensor<4x128x64xf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<4x128x64xf16>
+  return %o : tensor<4x128x64xf16>
+}
+// CHECK-LABEL: func.func @sdpa_causal(
+// CHECK-NOT: linalg.generic
+// CHECK: flow.dispatch @fusion_attention_0::@attention({{.*}}) {fusion.attention_kernel = "{{.*}}\22causal_offset\22: 0,{{.*}}\22mask_dtype\22: null, \22mask_expr\22: null,{{.*}}"}
