@@ -43,7 +43,7 @@ ONLINE_SOFTMAX_PIPELINE: tuple[str, ...] = (
     "fusion-find-softmax",
 )
 ATTENTION_MODES = ("auto", "iree", "online-softmax")
-# On the CPU, 128x128 blocks ran 15-60% faster than the pass's 64x64 default (fewer
+# On the CPU, 128x128 blocks ran 8%-61% faster than the pass's 64x64 default (fewer
 # dispatches per key block; B1 H8 D64 fp32, 2 threads: benchmarks/results/cpu_2threads.md
 # and cpu.md give both, from runs of the same day).
 _CPU_BLOCKS = "fusion-online-softmax{block-q=128 block-k=128}"
