@@ -1,6 +1,6 @@
 """Attention against every peer on one GPU, in one process: the start of the harness.
 
-On the CPU machine:  .venv/bin/python benchmarks/attention_peers.py prepare build/peers
+On the CPU machine:  .venv/bin/python benchmarks/attention_peers.py prepare build/peers [SYSTEM ...]
 On the GPU machine:  python3 benchmarks/attention_peers.py run build/peers OUT_DIR
 CPU section (compiles and runs here): .venv/bin/python benchmarks/attention_peers.py cpu OUT_DIR
 
@@ -97,7 +97,8 @@ def _qkv(case, device="cpu"):
     return tuple(torch.randn(s, device=device, dtype=dtype) for s in shapes)
 
 
-def prepare(folder: Path) -> None:
+def prepare(folder: Path, only: list[str]) -> None:
+    """Compiles every case for each IREE system (those in ``only`` when it is given)."""
     folder.mkdir(parents=True, exist_ok=True)
     for case in CASES:
         causal = case[-1]
@@ -107,6 +108,8 @@ def prepare(folder: Path) -> None:
             ("ours_sm90", Unfused(causal), "sm_90"),
             ("iree_sdpa", SDPA(causal), "sm_80"),
         ):
+            if only and system not in only:
+                continue
             module = fc.compile(model, example_args=example, target="cuda", cuda_arch=arch)
             module.save(folder / f"{_name(case)}.{system}.vmfb")
             print(_name(case), system, module.stats)
@@ -302,8 +305,8 @@ def run_cpu(out: Path) -> int:
 
 if __name__ == "__main__":
     command, folder = sys.argv[1], Path(sys.argv[2])
-    if command == "prepare":
-        prepare(folder)
+    if command == "prepare":  # prepare FOLDER [SYSTEM ...]
+        prepare(folder, sys.argv[3:])
     elif command == "cpu":
         sys.exit(run_cpu(folder))
     else:

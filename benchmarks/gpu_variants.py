@@ -49,6 +49,15 @@ VARIANTS: dict[str, tuple[dict, tuple[int, ...]]] = {
         f"head_dim_{d}": (dict(heads=2, nq=100, nk=150, head_dim=d), (1, 2, 2, 100, 150, d))
         for d in (32, 80, 96, 128, 160, 256)
     },
+    # decoding shapes: split-KV and the combine kernel
+    "decode_gqa_split_kv": (
+        dict(heads=8, nq=1, nk=3000, head_dim=128, gqa="repeat_interleave", kv_heads=2),
+        (1, 8, 2, 1, 3000, 128),
+    ),
+    "short_causal_split_kv": (
+        dict(heads=4, nq=5, nk=2000, head_dim=64, mask="causal-iota", upcast=True),
+        (1, 4, 4, 5, 2000, 64),
+    ),
 }
 # compiled with a dynamic sequence length, run at these lengths
 DYNAMIC = {

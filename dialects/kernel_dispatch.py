@@ -99,15 +99,27 @@ def fold_k_transpose(op: ir.Operation) -> None:
     erase_dead([collapse])  # and the transpose, unless something else reads them
 
 
-def group_broadcast(value: ir.Value) -> tuple[ir.Value, int] | None:
+def group_broadcast(value: ir.Value, transposed: bool = False) -> tuple[ir.Value, int] | None:
     """(S, g) when ``value`` (B·H, n, d) is the KV heads of S (B, Hkv, n, d) each repeated
-    g times (``repeat_interleave`` / ``repeat_kv``): head bh reads KV head bh // g."""
+    g times (``repeat_interleave`` / ``repeat_kv``): head bh reads KV head bh // g.
+    ``transposed``: ``value`` is K's transposed copy (B·H, d, n), as before
+    ``fold_k_transpose``; the transpose of the last two dims is looked through."""
     groups: list[list[int]] = [[0], [1], [2]]
     op = linalg.producer(value)
-    while op is not None and op.name == "tensor.collapse_shape":
-        inner = linalg.reassociation(op)
-        groups = [[i for g in groups[k] for i in inner[g]] for k in range(len(groups))]
+    while op is not None:
+        if op.name == "tensor.collapse_shape":
+            inner = linalg.reassociation(op)
+            groups = [[i for g in groups[k] for i in inner[g]] for k in range(len(groups))]
+        elif transposed and op.name == "linalg.transpose":
+            perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+            if perm != list(range(len(perm) - 2)) + [len(perm) - 1, len(perm) - 2]:
+                return None
+            transposed = False
+        else:
+            break
         value, op = op.operands[0], linalg.producer(op.operands[0])
+    if transposed:
+        return None
     if groups != [[0, 1, 2], [3], [4]] or op is None or op.name != "linalg.generic":
         return None
     maps = [ir.AffineMapAttr(m).value for m in op.attributes["indexing_maps"]]
@@ -216,28 +228,28 @@ def output_plan(op: ir.Operation) -> OutputPlan:
     return OutputPlan(transpose, view, transpose.results[0].type)
 
 
-def _kv_group(op: ir.Operation, form: flash.Layout) -> int:
-    """How many query heads share each K/V head in the op's operands (1: no sharing)."""
-    if form.k_transposed:
-        return 1
-    k, v = group_broadcast(op.operands[1]), group_broadcast(op.operands[2])
+def kv_group(op: ir.Operation, form: flash.Layout) -> int:
+    """How many query heads share each K/V head in the op's operands (1: no sharing);
+    K may still be the transposed copy that ``fold_k_transpose`` drops."""
+    k = group_broadcast(op.operands[1], transposed=form.k_transposed)
+    v = group_broadcast(op.operands[2])
     if k is None or v is None or k[1] != v[1]:
         return 1
     return k[1]
 
 
-def operand_views(op: ir.Operation, form: flash.Layout, kv_group: int, mask: str | MaskCode | None):
+def operand_views(op: ir.Operation, form: flash.Layout, group: int, mask: str | MaskCode | None):
     """The dispatch's input tensors (Q, K, V, then the mask's) and the kernel's views of
     Q, K, V and a read mask. ``mask``: "read" (the materialised mask), the code computing
     it in the kernel, or None."""
     q, k, v = list(op.operands)[:3]
     q_base, q_view = strided_view(q, ["n_q", None])
     if form.k_transposed:  # (batch, D, N_K): the kernel's view is (batch, key, dim)
-        k_base, (sb, sh, h, s1, s2) = strided_view(k, [None, "n_k"], kv_group)
+        k_base, (sb, sh, h, s1, s2) = strided_view(k, [None, "n_k"], group)
         k_view = (sb, sh, h, s2, s1)
     else:
-        k_base, k_view = strided_view(k, ["n_k", None], kv_group)
-    v_base, v_view = strided_view(v, ["n_k", None], kv_group)
+        k_base, k_view = strided_view(k, ["n_k", None], group)
+    v_base, v_view = strided_view(v, ["n_k", None], group)
     if mask == "read":
         m_base, m_view = strided_view(op.operands[4], ["n_q", "n_k"])
         mask_inputs = [m_base]
@@ -293,13 +305,13 @@ def plan_kernel(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> 
     n_q, n_k = (-1 if ir.ShapedType.is_dynamic_size(x) else x for x in (n_q, n_k))
     if max(d, dv) > 256:
         return f"head dim {max(d, dv)} above 256"
-    kv_group = _kv_group(op, form)
+    group = 1 if form.k_transposed else kv_group(op, form)  # a K copy not folded: read as is
     mask = _mask_plan(op, form)
     mask_dtype = _element(op.operands[4]) if mask == "read" else None
     if mask == "read" and mask_dtype is None:
         return "mask element type is not f16, bf16 or f32"
     try:
-        inputs, views = operand_views(op, form, kv_group, mask)
+        inputs, views = operand_views(op, form, group, mask)
         plan = output_plan(op)
     except ValueError as why:  # a dynamic size the views cannot express
         return str(why)
@@ -316,7 +328,7 @@ def plan_kernel(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> 
         qk_scale=scale_value * LOG2E,
         score=score,
         out_dtype=None if out_dtype == dtype else out_dtype,
-        kv_group=kv_group,
+        kv_group=group,
         mask_expr=mask.expr if isinstance(mask, MaskCode) else None,
         mask_inputs=tuple(mask.types) if isinstance(mask, MaskCode) else (),
         **tiles,
@@ -332,28 +344,36 @@ def _dense_bytes(data: bytes) -> str:
     return f'dense<"0x{data.hex().upper()}"> : vector<{len(data)}xi8>'
 
 
-def executable_source(symbol: str, kernel: Kernel, spec: Spec, n_bindings: int) -> str:
-    """The ``hal.executable.source`` holding the cubin, as MLIR text."""
+def executable_source(
+    symbol: str,
+    kernel: Kernel,
+    n_inputs: int,
+    grid: tuple[int, int, int],
+    dynamic_rows: int | None = None,
+) -> str:
+    """The ``hal.executable.source`` holding the cubin, as MLIR text: ``n_inputs``
+    read-only bindings, then the output and Triton's scratch pointers. The grid is
+    static, or with ``dynamic_rows`` its x is the row blocks of that height in n_q,
+    the dispatch's workload."""
     readonly = "#hal.pipeline.binding<storage_buffer, ReadOnly>"
     writable = "#hal.pipeline.binding<storage_buffer>"
-    n_inputs = n_bindings - 1 - HIDDEN_POINTERS
     bindings = ", ".join([readonly] * n_inputs + [writable] * (1 + HIDDEN_POINTERS))
-    if spec.dynamic:  # the row blocks from n_q, the dispatch's workload
+    if dynamic_rows is not None:
         count = (
             "count(%device: !hal.device, %n: index) -> (index, index, index) {\n"
-            f"    %last = arith.constant {spec.block_m - 1} : index\n"
-            f"    %block = arith.constant {spec.block_m} : index\n"
+            f"    %last = arith.constant {dynamic_rows - 1} : index\n"
+            f"    %block = arith.constant {dynamic_rows} : index\n"
             "    %padded = arith.addi %n, %last : index\n"
             "    %x = arith.divui %padded, %block : index\n"
         )
     else:
         count = (
             "count(%device: !hal.device) -> (index, index, index) {\n"
-            f"    %x = arith.constant {spec.grid[0]} : index\n"
+            f"    %x = arith.constant {grid[0]} : index\n"
         )
     count += (
-        f"    %y = arith.constant {spec.batch} : index\n"
-        "    %z = arith.constant 1 : index\n"
+        f"    %y = arith.constant {grid[1]} : index\n"
+        f"    %z = arith.constant {grid[2]} : index\n"
         "    hal.return %x, %y, %z : index, index, index\n"
     )
     target = '#hal.executable.target<"cuda", "cuda-nvptx-fb">'
@@ -371,15 +391,56 @@ def executable_source(symbol: str, kernel: Kernel, spec: Spec, n_bindings: int) 
     )
 
 
+def _dispatch(
+    symbol: str,
+    kernel: Kernel,
+    source: str,
+    workload: list[ir.Value],
+    arguments: list[ir.Value],
+    result_type: ir.Type,
+    result_dims: list[ir.Value],
+    attributes: dict[str, ir.Attribute],
+) -> ir.Value:
+    """A flow.dispatch of ``kernel`` (its executable ``source`` added to the module)
+    at the current insertion point; its result."""
+    module = ir.InsertionPoint.current.block.owner
+    while module.name != "builtin.module":
+        module = module.parent
+    ir.InsertionPoint.at_block_begin(module.regions[0].blocks[0]).insert(ir.Operation.parse(source))
+    scratch = ir.RankedTensorType.get([1], ir.IntegerType.get_signless(8))
+    argument_dims = [
+        _dim(a, axis)
+        for a in arguments
+        for axis, size in enumerate(_shape(a))
+        if ir.ShapedType.is_dynamic_size(size)
+    ]
+    segments = [len(workload), len(arguments), len(argument_dims), len(result_dims)]
+    dispatch = ir.Operation.create(
+        "flow.dispatch",
+        results=[result_type] + [scratch] * HIDDEN_POINTERS,
+        operands=[*workload, *arguments, *argument_dims, *result_dims],
+        attributes={
+            "entry_points": ir.ArrayAttr.get([ir.SymbolRefAttr.get([symbol, kernel.name])]),
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get(segments),
+            "tied_operands": ir.ArrayAttr.get(
+                [ir.IntegerAttr.get(ir.IndexType.get(), -1)] * (1 + HIDDEN_POINTERS)
+            ),
+            **attributes,
+        },
+    )
+    return dispatch.results[0]
+
+
 def build_dispatch(
-    op: ir.Operation, kernel: Kernel, kernel_plan: KernelPlan, symbol: str
+    op: ir.Operation, kernels: dict[str, Kernel], kernel_plan: KernelPlan, symbol: str
 ) -> OutputPlan:
-    """Adds the executable to the module and a flow.dispatch of it before ``op``.
+    """Adds the executables to the module and flow.dispatches of them before ``op``.
 
     Bindings follow the kernel's parameters: Q, K, V, the mask (Q again without one),
     the sizes (Q again while static), the output, then two scratch results for the
     pointers Triton appends. Inputs are the tensors the kernel's views read in place; the
-    result replaces the plan's output.
+    result replaces the plan's output. A split-KV spec writes a float32 buffer of partial
+    results that a second dispatch (``kernels["combine"]``) merges into the output.
     """
     spec, inputs, plan, form = (
         kernel_plan.spec,
@@ -387,14 +448,9 @@ def build_dispatch(
         kernel_plan.output,
         kernel_plan.form,
     )
-    module = op.parent
-    while module.name != "builtin.module":
-        module = module.parent
-    n_bindings = len(spec.pointers) + HIDDEN_POINTERS
-    source = ir.Operation.parse(executable_source(symbol, kernel, spec, n_bindings))
-    ir.InsertionPoint.at_block_begin(module.regions[0].blocks[0]).insert(source)
-    scratch = ir.RankedTensorType.get([1], ir.IntegerType.get_signless(8))
-    entry = ir.SymbolRefAttr.get([symbol, kernel.name])
+    kernel = kernels["attention"]
+    marker = {MARKER: ir.StringAttr.get(json.dumps(asdict(spec), sort_keys=True))}
+    n_inputs = len(spec.pointers) - 1
     with ir.InsertionPoint(plan.replaced), op.location:
         workload, arguments = [], [*inputs, inputs[0]]  # static sizes: Q bound, never read
         result_dims: list[ir.Value] = []
@@ -412,27 +468,23 @@ def build_dispatch(
                 ir.ShapedType.is_dynamic_size(x)
                 for x in ir.RankedTensorType(plan.result_type).shape
             )
-        argument_dims = [
-            _dim(a, axis)
-            for a in arguments
-            for axis, size in enumerate(_shape(a))
-            if ir.ShapedType.is_dynamic_size(size)
-        ]
-        segments = [len(workload), len(arguments), len(argument_dims), len(result_dims)]
-        dispatch = ir.Operation.create(
-            "flow.dispatch",
-            results=[plan.result_type] + [scratch] * HIDDEN_POINTERS,
-            operands=[*workload, *arguments, *argument_dims, *result_dims],
-            attributes={
-                "entry_points": ir.ArrayAttr.get([entry]),
-                "operandSegmentSizes": ir.DenseI32ArrayAttr.get(segments),
-                "tied_operands": ir.ArrayAttr.get(
-                    [ir.IntegerAttr.get(ir.IndexType.get(), -1)] * (1 + HIDDEN_POINTERS)
-                ),
-                MARKER: ir.StringAttr.get(json.dumps(asdict(spec), sort_keys=True)),
-            },
-        )
-    plan.replaced.results[0].replace_all_uses_with(dispatch.results[0])
+        rows = spec.block_m if spec.dynamic else None
+        grid = spec.grid_for(max(spec.n_q, 1))  # dynamic: x from the workload
+        source = executable_source(symbol, kernel, n_inputs, grid, rows)
+        if spec.splits == 1:
+            result = _dispatch(
+                symbol, kernel, source, workload, arguments, plan.result_type, result_dims, marker
+            )
+        else:  # static n_q: the partial results have a static size
+            partial_type = ir.RankedTensorType.get([spec.partial_elements], ir.F32Type.get())
+            partial = _dispatch(
+                symbol, kernel, source, workload, arguments, partial_type, [], marker
+            )
+            combine = kernels["combine"]
+            merge = f"{symbol}_combine"
+            source = executable_source(merge, combine, 1, spec.combine_grid)
+            result = _dispatch(merge, combine, source, [], [partial], plan.result_type, [], {})
+    plan.replaced.results[0].replace_all_uses_with(result)
     return plan
 
 

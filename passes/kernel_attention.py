@@ -19,8 +19,7 @@ from fusion_compiler.passes import schedule
 
 from fusion_compiler import remarks
 from fusion_compiler.ir import ir
-from fusion_compiler.kernels import schedules
-from fusion_compiler.kernels.attention import compile_kernel
+from fusion_compiler.kernels.attention import ENTRIES, compile_kernel
 
 NAME = "fusion-kernel-attention"
 
@@ -32,6 +31,7 @@ class Options:
     block_n: int = 0
     num_warps: int = 0
     num_stages: int = 0
+    splits: int = 0  # split-KV programs per row block; 0: fusion-schedule's choice
 
 
 def _tiles(op: ir.Operation, options: Options) -> dict[str, int]:
@@ -39,12 +39,14 @@ def _tiles(op: ir.Operation, options: Options) -> dict[str, int]:
     pass options' overrides."""
     tiles = schedule.read(op)
     if tiles is None:
-        tiles, _ = schedules.choose(schedule.shape_class(op, options.arch))
+        tiles, _ = schedule.choose(op, schedule.shape_class(op, options.arch))
     return {
         "block_m": options.block_m or tiles.block_m,
         "block_n": options.block_n or tiles.block_n,
         "num_warps": options.num_warps or tiles.num_warps,
         "num_stages": options.num_stages or tiles.num_stages,
+        "splits": options.splits or tiles.splits,
+        "pack_gqa": bool(tiles.pack_gqa),
         "arch": int(options.arch.removeprefix("sm_").rstrip("a")),
     }
 
@@ -57,8 +59,9 @@ def lower_attention_to_kernel(
     The kernel is generated for this op; it reads Q, K, V where the model left them and
     writes the output cast and in the layout the model goes on with.
     """
-    kernel = compile_kernel(plan.spec)
-    output = kernel_dispatch.build_dispatch(op, kernel, plan, symbol)
+    entries = ENTRIES if plan.spec.splits > 1 else ENTRIES[:1]
+    kernels = {entry: compile_kernel(plan.spec, entry) for entry in entries}
+    output = kernel_dispatch.build_dispatch(op, kernels, plan, symbol)
     # the op and what it replaced, and producers only the kernel's views still read
     erase_dead([output.replaced, op] if output.replaced != op else [op])
 
@@ -82,8 +85,10 @@ def _run(module: ir.Operation, options: Options) -> None:
         location, spec = op.location, plan.spec
         lower_attention_to_kernel(op, plan, f"fusion_attention_{n}")
         causal = f", causal offset {spec.causal_offset}" if spec.causal_offset is not None else ""
+        split = f", split-KV {spec.splits}" if spec.splits > 1 else ""
+        split += ", GQA heads packed" if spec.pack_gqa else ""
         remarks.emit(
             location,
             f"attention lowered to a generated {options.arch} kernel "
-            f"({spec.dtype}, D={spec.d}, tiles {spec.block_m}x{spec.block_n}{causal})",
+            f"({spec.dtype}, D={spec.d}, tiles {spec.block_m}x{spec.block_n}{causal}{split})",
         )

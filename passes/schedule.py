@@ -1,10 +1,12 @@
 """fusion-schedule: chooses the tiles of each fused attention's generated kernel.
 
 Each ``iree_linalg_ext.attention`` gets a ``fusion.schedule`` attribute (block_m,
-block_n, num_warps, num_stages) for the target architecture: the entry
+block_n, num_warps, num_stages, splits) for the target architecture: the entry
 ``fusion-autotune`` measured for its shape class (arch, dtype, padded head dim, causal,
 key-length bucket) in ``fusion_compiler/kernels/schedules.json``, or, for a class not
-tuned, ``schedules.model``'s tiles. A remark says which. ``fusion-kernel-attention``
+tuned, ``schedules.model``'s tiles; then fitted to the op's sizes (row blocks no taller
+than its queries, split-KV when its row blocks cannot fill the GPU, as in decoding). A
+remark says which. ``fusion-kernel-attention``
 generates its kernel with these tiles.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from fusion_compiler.dialects import flash, linalg_ext
+from fusion_compiler.dialects import flash, kernel_dispatch, linalg_ext
 
 from fusion_compiler import remarks
 from fusion_compiler.ir import ir
@@ -36,7 +38,7 @@ def shape_class(op: ir.Operation, arch: str) -> schedules.ShapeClass | None:
     dtype = {"f16": "f16", "bf16": "bf16"}.get(str(q_type.element_type), str(q_type.element_type))
     v_dim = ir.RankedTensorType(op.operands[2].type).shape[2]
     head_dim = max(linalg_ext.head_dim(op), v_dim)
-    n_k = ir.RankedTensorType(op.operands[1].type).shape[2 if form.k_transposed else 1]
+    n_k = _key_length(op)
     if ir.ShapedType.is_dynamic_size(n_k):
         n_k = 4096  # a dynamic length: the middle bucket
     return schedules.ShapeClass.of(
@@ -44,14 +46,32 @@ def shape_class(op: ir.Operation, arch: str) -> schedules.ShapeClass | None:
     )
 
 
+def choose(
+    op: ir.Operation, shape: schedules.ShapeClass, table: dict | None = None
+) -> tuple[schedules.Tiles, str]:
+    """The tiles of ``op``'s class, fitted to its sizes (short queries, split-KV), and
+    where they come from."""
+    tiles, source = schedules.choose(shape, table)
+    (batch, n_q, _), n_k = ir.RankedTensorType(op.operands[0].type).shape, _key_length(op)
+    n_q, n_k = (-1 if ir.ShapedType.is_dynamic_size(n) else n for n in (n_q, n_k))
+    form = flash.layout(op, allow_dynamic=True)
+    group = 1 if isinstance(form, str) else kernel_dispatch.kv_group(op, form)
+    return schedules.fit(tiles, shape.arch, batch, n_q, n_k, group), source
+
+
+def _key_length(op: ir.Operation) -> int:
+    form = flash.layout(op, allow_dynamic=True)
+    k_transposed = not isinstance(form, str) and form.k_transposed
+    return ir.RankedTensorType(op.operands[1].type).shape[2 if k_transposed else 1]
+
+
 def read(op: ir.Operation) -> schedules.Tiles | None:
     """The tiles fusion-schedule put on ``op``, if it ran."""
     if ATTRIBUTE not in op.attributes:
         return None
     attr = ir.DictAttr(op.attributes[ATTRIBUTE])
-    return schedules.Tiles(
-        **{k: ir.IntegerAttr(attr[k]).value for k in schedules.Tiles.__annotations__}
-    )
+    fields = [k for k in schedules.Tiles.__annotations__ if k in attr]
+    return schedules.Tiles(**{k: ir.IntegerAttr(attr[k]).value for k in fields})
 
 
 def schedule_attention(op: ir.Operation, tiles: schedules.Tiles) -> None:
@@ -69,10 +89,12 @@ def run(module: ir.Operation, options: Options) -> None:
             shape = shape_class(op, options.arch)
             if shape is None:
                 continue
-            tiles, source = schedules.choose(shape, table)
+            tiles, source = choose(op, shape, table)
             schedule_attention(op, tiles)
+            split = f", split-KV {tiles.splits}" if tiles.splits > 1 else ""
+            split += ", GQA heads packed" if tiles.pack_gqa else ""
             remarks.emit(
                 op.location,
                 f"schedule {tiles.block_m}x{tiles.block_n} tiles, {tiles.num_warps} warps, "
-                f"{tiles.num_stages} stages ({source}; class {shape.key})",
+                f"{tiles.num_stages} stages{split} ({source}; class {shape.key})",
             )

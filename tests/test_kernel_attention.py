@@ -57,6 +57,26 @@ CASES = {
         dict(kv_group=4),
     ),
     "softcap": (dict(mask="softcap", upcast=True), (1, 2, 2, 100, 100, 64), F16, {}),
+    # decoding: one query row per head, too few row blocks for the GPU -> split-KV, the
+    # partial results merged by the second kernel
+    "decode_gqa_split_kv": (
+        dict(gqa="repeat_interleave", kv_heads=1),
+        (1, 4, 1, 1, 1500, 64),
+        F16,
+        dict(block_m=16, splits=3, kv_group=4, pack_gqa=True),
+    ),
+    "short_causal_gqa_packed": (
+        dict(gqa="repeat_kv", kv_heads=2, mask="causal-iota", upcast=True),
+        (1, 4, 2, 5, 700, 32),
+        F16,
+        dict(block_m=16, splits=2, kv_group=2, pack_gqa=True, causal_offset=695),
+    ),
+    "short_causal_split_kv": (
+        dict(mask="causal-iota", upcast=True),
+        (1, 2, 2, 5, 1100, 32),
+        F16,
+        dict(block_m=16, splits=4, causal_offset=1095),
+    ),
     "scores_div_d128": (dict(scale_on="scores-div"), (1, 2, 2, 64, 64, 128), F16, {}),
 }
 
@@ -128,6 +148,18 @@ def test_sm90_module_compiles_with_the_kernel_inside() -> None:
     q, k, v = (torch.randn(1, 4, 128, 64).to(F16) for _ in range(3))
     module = fc.compile(model, example_args=(q, k, v), target="cuda", cuda_arch="sm_90")
     assert module.vmfb and module.stats["dispatches"] == 1
+
+
+def test_decode_step_compiles_to_split_kv_and_combine() -> None:
+    """One query row against 4096 keys: the keys are split over programs and a second
+    dispatch merges their results; both kernels are in the module."""
+    model = Attention(8, 1, 4096, 128, gqa="repeat_interleave", kv_heads=2).eval()
+    q = torch.randn(1, 8, 1, 128).to(F16)
+    k, v = (torch.randn(1, 2, 4096, 128).to(F16) for _ in range(2))
+    module = fc.compile(model, example_args=(q, k, v), target="cuda", cuda_arch="sm_90")
+    assert module.vmfb and module.stats["dispatches"] == 2
+    assert module.stats["attention_ops"] == 1
+    assert any("split-KV 16" in r.message for r in module.remarks), module.remarks
 
 
 class HeadsInSequenceLayout(torch.nn.Module):

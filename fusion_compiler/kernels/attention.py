@@ -19,16 +19,18 @@ from pathlib import Path
 from fusion_compiler.errors import FusionCompilerError
 
 _TEMPLATE = Path(__file__).with_name("flash_template.py")
-_SCORE_STUB = "        x = x  # generated: the score region, on base-2 logits\n"
+_SCORE_STUB = "            x = x  # generated: the score region, on base-2 logits\n"
 _TRITON_TYPES = {"f16": "fp16", "bf16": "bf16", "f32": "fp32"}
 _MASK_PARAM = "    Mask,  # generated: mask inputs\n"
 _MASK_LOAD = (
-    "            bias = tl.load(Mask + _m_offsets(batch, rows[:, None], keys[None, :], n_q, n_k),"
-    " mask=inside, other=0.0)  # noqa: E501 - generated: mask\n"
+    "                bias = tl.load(Mask + _m_offsets(batch, rows[:, None], keys[None, :],"
+    " n_q, n_k), mask=inside, other=0.0)  # noqa: E501 - generated: mask\n"
 )
 _VIEW_STUB = "    return 0  # generated: {} view\n"
 # Triton appends two pointers of its own (global and profile scratch) after ours.
 HIDDEN_POINTERS = 2
+COMBINE_BLOCK = 16  # rows per program of the split-KV combine kernel
+ENTRIES = ("attention", "combine")  # the template's kernels
 
 
 # (SB, SH, H, SR, SC) of a strided operand; a stride is a number, or a Triton expression
@@ -94,6 +96,12 @@ class Spec:
     # inputs L0, L1, ... (their pointer types in ``mask_inputs``), instead of read
     mask_expr: str | None = None
     mask_inputs: tuple[str, ...] = ()
+    # split-KV: programs sharing each row block's keys, their results merged by a second
+    # kernel (``combine``) from a float32 buffer of ``partial_elements``; static n_q only
+    splits: int = 1
+    # decoding with GQA: the rows of the kv_group heads that share K and V in one program,
+    # which then reads them once; static n_q only
+    pack_gqa: bool = False
 
     def __post_init__(self) -> None:  # views read back from JSON are lists
         object.__setattr__(self, "views", tuple(tuple(v) for v in self.views))
@@ -115,7 +123,28 @@ class Spec:
         return self.grid_for(self.n_q)
 
     def grid_for(self, n_q: int) -> tuple[int, int, int]:
-        return (-(-n_q // self.block_m), self.batch, 1)
+        group = self.kv_group if self.pack_gqa else 1
+        return (-(-n_q * group // self.block_m), self.batch // group, self.splits)
+
+    @property
+    def partial_elements(self) -> int:
+        """The float32 buffer between the split-KV kernels: each split's rows, padded
+        to DV_PAD, then their log-sum-exps."""
+        return self.splits * self.batch * self.n_q * (padded(self.dv) + 1)
+
+    @property
+    def combine_grid(self) -> tuple[int, int, int]:
+        return (-(-self.n_q // COMBINE_BLOCK), self.batch, 1)
+
+    def combine_constants(self) -> dict[str, object]:
+        """The ``tl.constexpr`` parameters of the template's ``combine`` kernel."""
+        return {
+            "N_Q": self.n_q,
+            "DV": self.dv,
+            "DV_PAD": padded(self.dv),
+            "SPLITS": self.splits,
+            "BLOCK_M": COMBINE_BLOCK,
+        }
 
     def constants(self) -> dict[str, object]:
         """The template's ``tl.constexpr`` parameters."""
@@ -134,6 +163,9 @@ class Spec:
             "BLOCK_M": self.block_m,
             "BLOCK_N": self.block_n,
             "DYNAMIC": self.dynamic,
+            "SPLITS": self.splits,
+            "GROUP": self.kv_group if self.pack_gqa else 1,
+            "BATCH": self.batch,
         }
 
 
@@ -162,20 +194,22 @@ def source_of(spec: Spec) -> str:
     stubs = [_SCORE_STUB, _MASK_PARAM, _MASK_LOAD] + [_VIEW_STUB.format(n) for n in "QKVMO"]
     if any(stub not in text for stub in stubs):
         raise RuntimeError(f"{_TEMPLATE} lost a generated line")
-    text = text.replace(_SCORE_STUB, f"        x = {spec.score}\n")
+    text = text.replace(_SCORE_STUB, f"            x = {spec.score}\n")
     if spec.mask_expr is not None:
         inputs = "".join(f"    L{i},\n" for i in range(len(spec.mask_inputs)))
         text = text.replace(_MASK_PARAM, inputs)
-        text = text.replace(_MASK_LOAD, f"            bias = {spec.mask_expr}\n")
+        text = text.replace(_MASK_LOAD, f"                bias = {spec.mask_expr}\n")
     for name, view in zip("QKVMO", spec.views, strict=True):
         text = text.replace(_VIEW_STUB.format(name), f"    return {_offsets_expression(view)}\n")
     return text
 
 
-def compile_kernel(spec: Spec) -> Kernel:
-    """The cubin of ``spec`` (from the cache when the same kernel was built before)."""
+def compile_kernel(spec: Spec, entry: str = "attention") -> Kernel:
+    """The cubin of ``spec``'s ``entry`` kernel (``attention``, or ``combine`` after a
+    split-KV attention), from the cache when the same kernel was built before."""
     source = source_of(spec)
-    key = hashlib.sha256((source + json.dumps(asdict(spec), sort_keys=True)).encode()).hexdigest()
+    options = json.dumps(asdict(spec), sort_keys=True) + entry
+    key = hashlib.sha256((source + options).encode()).hexdigest()
     directory = cache_dir() / key[:24]
     meta_path, cubin_path = directory / "kernel.json", directory / "kernel.cubin"
     if meta_path.exists() and cubin_path.exists():
@@ -184,7 +218,7 @@ def compile_kernel(spec: Spec) -> Kernel:
     directory.mkdir(parents=True, exist_ok=True)
     source_path = directory / "kernel.py"
     source_path.write_text(source)
-    compiled = _triton_compile(spec, source_path)
+    compiled = _triton_compile(spec, source_path, entry)
     kernel = Kernel(
         compiled.metadata.name,
         compiled.asm["cubin"],
@@ -198,12 +232,12 @@ def compile_kernel(spec: Spec) -> Kernel:
     return kernel
 
 
-def load_source(spec: Spec, directory: Path) -> object:
-    """The generated kernel as a Triton JIT function (the source is written to
+def load_source(spec: Spec, directory: Path, entry: str = "attention") -> object:
+    """The generated ``entry`` kernel as a Triton JIT function (the source is written to
     ``directory``: Triton reads a kernel's source from its file)."""
     path = directory / "kernel.py"
     path.write_text(source_of(spec))
-    return _import(path).attention
+    return getattr(_import(path), entry)
 
 
 def run_interpreted(spec: Spec, q, k, v, mask=None, sizes=None):  # torch tensors -> tensor
@@ -240,7 +274,7 @@ def _import(path: Path):
     return module
 
 
-def _triton_compile(spec: Spec, source_path: Path):  # -> triton CompiledKernel
+def _triton_compile(spec: Spec, source_path: Path, entry: str):  # -> triton CompiledKernel
     try:
         import triton
         from triton.backends.compiler import GPUTarget
@@ -252,23 +286,30 @@ def _triton_compile(spec: Spec, source_path: Path):  # -> triton CompiledKernel
         ) from None
     module = _import(source_path)
     element = _TRITON_TYPES[spec.dtype]
-    signature = {
-        "Q": f"*{element}",
-        "K": f"*{element}",
-        "V": f"*{element}",
-        "Sizes": "*i32",  # Q bound and never read while the sizes are static
-        "Out": f"*{_TRITON_TYPES[spec.out_dtype or spec.dtype]}",
-    }
-    if spec.mask_expr is None:  # without a mask, Q is bound here and never read
-        signature["Mask"] = f"*{_TRITON_TYPES[spec.mask_dtype or spec.dtype]}"
-    signature.update({f"L{i}": t for i, t in enumerate(spec.mask_inputs)})
-    signature = {name: signature[name] for name in spec.pointers}
-    constants = spec.constants()
+    output = f"*{_TRITON_TYPES[spec.out_dtype or spec.dtype]}"
+    if entry == "combine":
+        signature = {"Partial": "*fp32", "Out": output}
+        constants = spec.combine_constants()
+    else:
+        signature = {
+            "Q": f"*{element}",
+            "K": f"*{element}",
+            "V": f"*{element}",
+            "Sizes": "*i32",  # Q bound and never read while the sizes are static
+            "Out": "*fp32" if spec.splits > 1 else output,
+        }
+        if spec.mask_expr is None:  # without a mask, Q is bound here and never read
+            signature["Mask"] = f"*{_TRITON_TYPES[spec.mask_dtype or spec.dtype]}"
+        signature.update({f"L{i}": t for i, t in enumerate(spec.mask_inputs)})
+        signature = {name: signature[name] for name in spec.pointers}
+        constants = spec.constants()
+    pointers = len(signature)
     signature.update(dict.fromkeys(constants, "constexpr"))
     # IREE's bindings are at least 16-byte aligned; saying so lets Triton vectorise loads
     # (measured on the H200: about half the speed without it).
-    aligned = {(i,): [["tt.divisibility", 16]] for i in range(len(spec.pointers))}
-    source = ASTSource(module.attention, signature, constexprs=constants, attrs=aligned)
+    aligned = {(i,): [["tt.divisibility", 16]] for i in range(pointers)}
+    kernel = getattr(module, entry)
+    source = ASTSource(kernel, signature, constexprs=constants, attrs=aligned)
     target = GPUTarget("cuda", spec.arch, 32)
     options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}
     return triton.compile(source, target=target, options=options)

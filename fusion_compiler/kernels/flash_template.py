@@ -1,7 +1,8 @@
 # The FlashAttention-2 forward kernel that fusion-kernel-attention specialises for each
 # fused attention. This file is a template: the line marked "generated" becomes the
 # attention's score region, and every other choice is a ``tl.constexpr`` set at compile
-# time.
+# time. With SPLITS > 1 (split-KV, for too few row blocks to fill the GPU, as in decoding)
+# each row block's keys are shared by SPLITS programs and ``combine`` merges their results.
 #
 # Every operand is read (and the output written) through a strided view: element
 # (batch, row, col) of a (batch = outer x H heads, rows, cols) view lives at
@@ -45,7 +46,7 @@ def attention(
     V,
     Mask,  # generated: mask inputs
     Sizes,  # int32 (n_q, n_k) when DYNAMIC; otherwise not read
-    Out,
+    Out,  # the output; with SPLITS > 1, the f32 partial results that ``combine`` merges
     QK_SCALE: tl.constexpr,  # scale * log2(e): exp2 with the scale folded in
     N_Q: tl.constexpr,
     N_K: tl.constexpr,
@@ -60,17 +61,30 @@ def attention(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     DYNAMIC: tl.constexpr,  # sequence lengths read from Sizes at run time
+    SPLITS: tl.constexpr,  # programs sharing one row block's keys (split-KV), 1: none
+    GROUP: tl.constexpr,  # KV_GROUP to pack the rows of the heads sharing K/V, else 1
+    BATCH: tl.constexpr,
 ):
-    start_m = tl.program_id(0)
-    batch = tl.program_id(1).to(tl.int64)
-    kv_batch = batch // KV_GROUP
+    if CAUSAL:  # the longest row blocks first, so the last programs to start are short
+        start_m = tl.num_programs(0) - 1 - tl.program_id(0)
+    else:
+        start_m = tl.program_id(0)
+    # GROUP > 1: the rows of one query row's heads side by side (packed row r: query row
+    # r // GROUP of head r % GROUP of the group), so K and V are read once per group
+    packed = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = packed // GROUP
+    if GROUP > 1:  # batch: a column, one head per row
+        kv_batch = tl.program_id(1).to(tl.int64)
+        batch = (kv_batch * KV_GROUP + packed % KV_GROUP)[:, None]
+    else:
+        batch = tl.program_id(1).to(tl.int64)
+        kv_batch = batch // KV_GROUP
     if DYNAMIC:
         n_q = tl.load(Sizes)
         n_k = tl.load(Sizes + 1)
     else:
         n_q = N_Q
         n_k = N_K
-    rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     d = tl.arange(0, D_PAD)
     dv = tl.arange(0, DV_PAD)
@@ -82,47 +96,113 @@ def attention(
     m_i = tl.full([BLOCK_M], -3.4028234663852886e38, tl.float32)  # lowest finite
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, DV_PAD], tl.float32)
+    lo = 0
     hi = n_k
+    first_row = start_m * BLOCK_M // GROUP
+    last_row = ((start_m + 1) * BLOCK_M - 1) // GROUP
     if CAUSAL:  # key blocks above the diagonal are never visited
-        hi = tl.minimum(n_k, tl.maximum(0, (start_m + 1) * BLOCK_M + CAUSAL_OFFSET))
-    # blocks below the diagonal and inside n_k need no element mask
+        hi = tl.minimum(n_k, tl.maximum(0, last_row + 1 + CAUSAL_OFFSET))
+    if SPLITS > 1:  # this program's share of the key blocks
+        chunk = tl.cdiv(tl.cdiv(hi, BLOCK_N), SPLITS) * BLOCK_N
+        lo = tl.program_id(2) * chunk
+        hi = tl.minimum(hi, lo + chunk)
+    # blocks below the diagonal and inside n_k need no element mask: they come first,
+    # in a loop of their own
     unmasked = (n_k // BLOCK_N) * BLOCK_N
     if CAUSAL:
         unmasked = tl.minimum(
-            unmasked, tl.maximum(0, (start_m * BLOCK_M + CAUSAL_OFFSET + 1) // BLOCK_N * BLOCK_N)
+            unmasked, tl.maximum(0, (first_row + CAUSAL_OFFSET + 1) // BLOCK_N * BLOCK_N)
         )
-    for start_n in range(0, hi, BLOCK_N):
-        keys = start_n + cols
-        k = tl.load(  # (D_PAD, BLOCK_N): K transposed by the view
-            K + _k_offsets(kv_batch, keys[None, :], d[:, None], n_q, n_k),
-            mask=(d[:, None] < D) & (keys[None, :] < n_k),
-            other=0.0,
+    if CAUSAL or SPLITS > 1:
+        middle = tl.maximum(lo, tl.minimum(unmasked, hi))
+    else:  # static sizes: constant trip counts (measured: about 6% faster than computed)
+        middle = unmasked
+    for masked in tl.static_range(2):
+        if masked:
+            first, last = middle, hi
+        else:
+            first, last = lo, middle
+        for start_n in range(first, last, BLOCK_N):
+            keys = start_n + cols
+            k = tl.load(  # (D_PAD, BLOCK_N): K transposed by the view
+                K + _k_offsets(kv_batch, keys[None, :], d[:, None], n_q, n_k),
+                mask=(d[:, None] < D) & (keys[None, :] < n_k),
+                other=0.0,
+            )
+            x = tl.dot(q, k) * QK_SCALE
+            x = x  # generated: the score region, on base-2 logits
+            if HAS_MASK:
+                inside = (rows[:, None] < n_q) & (keys[None, :] < n_k)
+                bias = tl.load(Mask + _m_offsets(batch, rows[:, None], keys[None, :], n_q, n_k), mask=inside, other=0.0)  # noqa: E501 - generated: mask
+                x += bias.to(tl.float32) * 1.4426950408889634
+            if masked:
+                visible = keys[None, :] < n_k
+                if CAUSAL:
+                    visible = visible & (keys[None, :] <= rows[:, None] + CAUSAL_OFFSET)
+                x = tl.where(visible, x, -float("inf"))
+            m_new = tl.maximum(m_i, tl.max(x, 1))
+            p = tl.math.exp2(x - m_new[:, None])
+            alpha = tl.math.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            v = tl.load(
+                V + _v_offsets(kv_batch, keys[:, None], dv[None, :], n_q, n_k),
+                mask=(keys[:, None] < n_k) & (dv[None, :] < DV),
+                other=0.0,
+            )
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+    if SPLITS > 1:
+        # this split's rows, normalised, and their log2-sum-exp2 (-inf: it saw no key)
+        seen = l_i > 0
+        out = acc / tl.where(seen, l_i, 1.0)[:, None]
+        lse = tl.where(seen, m_i + tl.math.log2(tl.where(seen, l_i, 1.0)), -float("inf"))
+        row = (tl.program_id(2) * BATCH + batch) * N_Q + rows[:, None]  # (BLOCK_M, 1)
+        tl.store(Out + row * DV_PAD + dv[None, :], out, mask=rows[:, None] < n_q)
+        lse_base = Out + SPLITS * BATCH * N_Q * DV_PAD
+        tl.store(lse_base + row, lse[:, None], mask=rows[:, None] < n_q)
+    else:
+        out = acc / l_i[:, None]
+        tl.store(
+            Out + _o_offsets(batch, rows[:, None], dv[None, :], n_q, n_k),
+            out.to(Out.dtype.element_ty),
+            mask=(rows[:, None] < n_q) & (dv[None, :] < DV),
         )
-        x = tl.dot(q, k) * QK_SCALE
-        x = x  # generated: the score region, on base-2 logits
-        if HAS_MASK:
-            inside = (rows[:, None] < n_q) & (keys[None, :] < n_k)
-            bias = tl.load(Mask + _m_offsets(batch, rows[:, None], keys[None, :], n_q, n_k), mask=inside, other=0.0)  # noqa: E501 - generated: mask
-            x += bias.to(tl.float32) * 1.4426950408889634
-        if start_n >= unmasked:
-            visible = keys[None, :] < n_k
-            if CAUSAL:
-                visible = visible & (keys[None, :] <= rows[:, None] + CAUSAL_OFFSET)
-            x = tl.where(visible, x, -float("inf"))
-        m_new = tl.maximum(m_i, tl.max(x, 1))
-        p = tl.math.exp2(x - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(
-            V + _v_offsets(kv_batch, keys[:, None], dv[None, :], n_q, n_k),
-            mask=(keys[:, None] < n_k) & (dv[None, :] < DV),
-            other=0.0,
-        )
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
-    out = acc / l_i[:, None]
+
+
+@triton.jit
+def combine(
+    Partial,  # attention's SPLITS partial results (f32), then their log-sum-exps
+    Out,
+    N_Q: tl.constexpr,
+    DV: tl.constexpr,
+    DV_PAD: tl.constexpr,
+    SPLITS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+):
+    # Merges the split-KV partial results of ``attention`` into the output: each split's
+    # rows weighted by exp2 of its log-sum-exp, as one more online-softmax step.
+    batch = tl.program_id(1).to(tl.int64)
+    batches = tl.num_programs(1)
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    dv = tl.arange(0, DV_PAD)
+    inside = rows < N_Q
+    top = tl.full([BLOCK_M], -3.4028234663852886e38, tl.float32)  # lowest finite
+    total = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, DV_PAD], tl.float32)
+    lse_base = Partial + SPLITS * batches * N_Q * DV_PAD
+    for split in range(SPLITS):
+        row = (split * batches + batch) * N_Q + rows
+        lse = tl.load(lse_base + row, mask=inside, other=-float("inf"))
+        partial = tl.load(Partial + row[:, None] * DV_PAD + dv[None, :], mask=inside[:, None])
+        new_top = tl.maximum(top, lse)
+        alpha = tl.math.exp2(top - new_top)
+        weight = tl.math.exp2(lse - new_top)
+        total = total * alpha + weight
+        acc = acc * alpha[:, None] + weight[:, None] * partial
+        top = new_top
+    out = acc / total[:, None]
     tl.store(
-        Out + _o_offsets(batch, rows[:, None], dv[None, :], n_q, n_k),
+        Out + _o_offsets(batch, rows[:, None], dv[None, :], N_Q, 0),
         out.to(Out.dtype.element_ty),
-        mask=(rows[:, None] < n_q) & (dv[None, :] < DV),
+        mask=inside[:, None] & (dv[None, :] < DV),
     )

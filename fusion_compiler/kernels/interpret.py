@@ -44,7 +44,13 @@ def main(path: Path) -> None:
         else:
             masks = [q if mask is None else mask]
         sizes = q if sizes is None else sizes
-        kernel[grid](q, k, v, *masks, sizes, out, **spec.constants())
+        if spec.splits > 1:
+            partial = torch.empty(spec.partial_elements, dtype=torch.float32)
+            kernel[grid](q, k, v, *masks, sizes, partial, **spec.constants())
+            combine = load_source(spec, Path(directory), "combine")
+            combine[spec.combine_grid](partial, out, **spec.combine_constants())
+        else:
+            kernel[grid](q, k, v, *masks, sizes, out, **spec.constants())
     torch.save(out, path.with_suffix(".out.pt"))
 
 

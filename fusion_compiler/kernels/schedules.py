@@ -9,7 +9,7 @@ file) holds the classes ``fusion-autotune`` measured on a GPU; a class not in it
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from fusion_compiler.kernels.attention import padded
@@ -17,6 +17,7 @@ from fusion_compiler.kernels.attention import padded
 TABLE = Path(__file__).with_name("schedules.json")
 _SHARED_BYTES = 227 * 1024  # per block on sm_90
 _BUCKETS = (1024, 4096, 16384)  # key lengths up to ~1.5x a bucket fall in it
+_SMS = {"sm_90": 132}  # streaming multiprocessors (H100 SXM and H200)
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,8 @@ class Tiles:
     block_n: int
     num_warps: int
     num_stages: int
+    splits: int = 1  # split-KV: programs sharing one row block's keys
+    pack_gqa: int = 0  # 1: one program takes the rows of all heads sharing a K/V head
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,26 @@ def model(shape: ShapeClass) -> Tiles:
         if shared_bytes(tiles, shape.d) <= _SHARED_BYTES:
             return tiles
     return Tiles(64, 16, 4, 1)
+
+
+def fit(tiles: Tiles, arch: str, batch: int, n_q: int, n_k: int, kv_group: int = 1) -> Tiles:
+    """``tiles`` fitted to one attention's sizes (-1: dynamic): with GQA and fewer query
+    rows than a row block (decoding), the rows of the heads sharing K/V packed into one
+    block; row blocks no taller than the rows; and split-KV when the row blocks are too
+    few to fill the GPU: enough programs for about four per multiprocessor, each with at
+    least four key blocks (a dynamic key length is taken as long)."""
+    if n_q < 0:
+        return tiles
+    pack = kv_group > 1 and padded(n_q) < tiles.block_m
+    group = kv_group if pack else 1
+    block_m = min(tiles.block_m, padded(n_q * group))
+    programs = batch // group * -(-n_q * group // block_m)
+    sms = _SMS.get(arch.rstrip("a"), 132)
+    splits = 1
+    if programs < sms:
+        key_blocks = -(-n_k // tiles.block_n) if n_k > 0 else 1 << 20
+        splits = max(1, min(-(-4 * sms // programs), key_blocks // 4, 64))
+    return replace(tiles, block_m=block_m, splits=splits, pack_gqa=int(pack))
 
 
 def choose(shape: ShapeClass, table: dict[str, dict] | None = None) -> tuple[Tiles, str]:

@@ -60,7 +60,7 @@ func.func @causal(%q: tensor<4x128x64xf16>, %k: tensor<4x128x64xf16>, %v: tensor
 func.func @softcap_bias(%q: tensor<2x64x128xbf16>, %k: tensor<2x96x128xbf16>, %v: tensor<2x96x128xbf16>, %bias: tensor<2x64x96xf32>) -> tensor<2x64x128xbf16> {
   %scale = arith.constant 0.088 : f32
   %e = tensor.empty() : tensor<2x64x128xbf16>
-  // expected-remark @below {{attention lowered to a generated sm_90 kernel (bf16, D=128, tiles 128x64)}}
+  // expected-remark @below {{attention lowered to a generated sm_90 kernel (bf16, D=128, tiles 64x64)}}
   %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
       ins(%q, %k, %v, %scale, %bias : tensor<2x64x128xbf16>, tensor<2x96x128xbf16>, tensor<2x96x128xbf16>, f32, tensor<2x64x96xf32>)
       outs(%e : tensor<2x64x128xbf16>) {
@@ -172,3 +172,34 @@ func.func @sdpa_causal(%q: tensor<4x128x64xf16>, %k: tensor<4x128x64xf16>, %v: t
 // CHECK-LABEL: func.func @sdpa_causal(
 // CHECK-NOT: linalg.generic
 // CHECK: flow.dispatch @fusion_attention_0::@attention({{.*}}) {fusion.attention_kernel = "{{.*}}\22causal_offset\22: 0,{{.*}}\22mask_dtype\22: null, \22mask_expr\22: null,{{.*}}"}
+
+// -----
+
+// Split-KV (a decode step: 8 heads, one query row each, 4096 keys): the attention kernel
+// writes each split's partial rows and log-sum-exps to a float32 buffer, and a second
+// generated kernel merges them into the output.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+func.func @decode(%q: tensor<8x1x128xf16>, %k: tensor<8x4096x128xf16>, %v: tensor<8x4096x128xf16>) -> tensor<8x1x128xf16> {
+  %scale = arith.constant 0.088 : f32
+  %e = tensor.empty() : tensor<8x1x128xf16>
+  // expected-remark @below {{attention lowered to a generated sm_90 kernel (f16, D=128, tiles 16x64, split-KV 16)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #o]}>
+      ins(%q, %k, %v, %scale : tensor<8x1x128xf16>, tensor<8x4096x128xf16>, tensor<8x4096x128xf16>, f32)
+      outs(%e : tensor<8x1x128xf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<8x1x128xf16>
+  return %o : tensor<8x1x128xf16>
+}
+// 16 splits x 8 rows x (128 + 1) floats
+// CHECK: hal.executable.source private @fusion_attention_{{[0-9]+}}_combine
+// CHECK: count(%{{.*}}: !hal.device)
+// CHECK: arith.constant 8 : index
+// CHECK-LABEL: func.func @decode(
+// CHECK: %[[PARTIAL:.+]]:3 = flow.dispatch @fusion_attention_{{[0-9]+}}::@attention({{.*}}) {fusion.attention_kernel = "{{.*}}\22splits\22: 16{{.*}}"} : {{.*}} -> (tensor<16512xf32>, tensor<1xi8>, tensor<1xi8>)
+// CHECK: %[[OUT:.+]]:3 = flow.dispatch @fusion_attention_{{[0-9]+}}_combine::@combine(%[[PARTIAL]]#0) {{.*}} -> (tensor<8x1x128xf16>, tensor<1xi8>, tensor<1xi8>)
+// CHECK: return %[[OUT]]#0

@@ -21,7 +21,7 @@ func.func @tuned(%q: tensor<16x4096x128xf16>, %k: tensor<16x4096x128xf16>, %v: t
   return %o : tensor<16x4096x128xf16>
 }
 // CHECK-LABEL: func.func @tuned(
-// CHECK: iree_linalg_ext.attention {{.*}} {fusion.schedule = {block_m = 128 : i64, block_n = 64 : i64, num_stages = 2 : i64, num_warps = 4 : i64}}
+// CHECK: iree_linalg_ext.attention {{.*}} {fusion.schedule = {block_m = 128 : i64, block_n = 64 : i64, num_stages = 2 : i64, num_warps = 4 : i64, pack_gqa = 0 : i64, splits = 1 : i64}}
 
 // -----
 
@@ -44,4 +44,29 @@ func.func @model(%q: tensor<2x100x256xbf16>, %k: tensor<2x150x256xbf16>, %v: ten
   return %o : tensor<2x100x256xbf16>
 }
 // CHECK-LABEL: func.func @model(
-// CHECK: {fusion.schedule = {block_m = 64 : i64, block_n = 32 : i64, num_stages = 3 : i64, num_warps = 4 : i64}}
+// CHECK: {fusion.schedule = {block_m = 64 : i64, block_n = 32 : i64, num_stages = 3 : i64, num_warps = 4 : i64, pack_gqa = 0 : i64, splits = 1 : i64}}
+
+// -----
+
+// A decode step (one query row per head, 32 heads): row blocks of 16 rows, and the 32
+// programs they make are too few for the GPU's 132 multiprocessors, so each head's keys
+// are split over 17 programs (split-KV).
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+func.func @decode(%q: tensor<32x1x128xf16>, %k: tensor<32x32768x128xf16>, %v: tensor<32x32768x128xf16>) -> tensor<32x1x128xf16> {
+  %scale = arith.constant 0.088 : f32
+  %e = tensor.empty() : tensor<32x1x128xf16>
+  // expected-remark @below {{schedule 16x64 tiles, 4 warps, 2 stages, split-KV 17 (tuned sm_90/f16/d128/full/n16384; class sm_90/f16/d128/full/n16384)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #o]}>
+      ins(%q, %k, %v, %scale : tensor<32x1x128xf16>, tensor<32x32768x128xf16>, tensor<32x32768x128xf16>, f32)
+      outs(%e : tensor<32x1x128xf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<32x1x128xf16>
+  return %o : tensor<32x1x128xf16>
+}
+// CHECK-LABEL: func.func @decode(
+// CHECK: {fusion.schedule = {block_m = 16 : i64, block_n = 64 : i64, num_stages = 2 : i64, num_warps = 4 : i64, pack_gqa = 0 : i64, splits = 17 : i64}}
