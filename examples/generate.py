@@ -5,7 +5,10 @@ the current token, its position and the K/V caches, and returns the next-token l
 and the updated caches. The loop below feeds the caches back step after step (greedy
 decoding) and checks every token against the same model run by PyTorch.
 
-    .venv/bin/python examples/generate.py [--steps 24] [--target cpu|cuda]
+    .venv/bin/python examples/generate.py [--steps 24] [--target cpu|cuda] [--save DIR | --load DIR]
+
+``--save DIR`` compiles only and writes the module and weights; ``--load DIR`` generates
+with them (on a machine with only the runtime, e.g. a GPU machine).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -82,16 +86,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=24)
     parser.add_argument("--target", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--save", type=Path, help="compile only: DIR/decode_step.vmfb + weights")
+    parser.add_argument("--load", type=Path, help="generate with what --save wrote")
     args = parser.parse_args()
     import fusion_compiler as fc
 
     torch.manual_seed(0)
     model = ToyDecoder().eval()
     prompt = torch.tensor([[1, 17, 42, 7]])
-    example = (prompt[:, :1], torch.tensor([0]), *model.empty_cache(1))
-    start = time.perf_counter()
-    module = fc.compile(model, example_args=example, target=args.target)
-    print(f"compiled one decode step in {time.perf_counter() - start:.1f} s: {module.stats}")
+    if args.load:
+        model.load_state_dict(torch.load(args.load / "decode_step.pt"))
+        module = args.load / "decode_step.vmfb"
+    else:
+        example = (prompt[:, :1], torch.tensor([0]), *model.empty_cache(1))
+        start = time.perf_counter()
+        module = fc.compile(model, example_args=example, target=args.target)
+        print(f"compiled one decode step in {time.perf_counter() - start:.1f} s: {module.stats}")
+        if args.save:
+            args.save.mkdir(parents=True, exist_ok=True)
+            module.save(args.save / "decode_step.vmfb")
+            torch.save(model.state_dict(), args.save / "decode_step.pt")
+            return
     step = fc.load(module, device={"cpu": "local-task", "cuda": "cuda"}[args.target])
     start = time.perf_counter()
     ours = generate(step, model, prompt, args.steps)

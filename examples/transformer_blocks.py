@@ -6,8 +6,11 @@ block with cross-attention to an encoder's memory. ``BLOCKS`` lists them with th
 example inputs and how many attentions each has.
 
     .venv/bin/python examples/transformer_blocks.py [--target cpu|cuda] [--cuda-arch sm_90]
+        [--dtype float32|float16] [--save DIR | --load DIR]
 
-compiles each block, runs it (CPU by default) and compares with PyTorch.
+compiles each block, runs it (CPU by default) on fresh inputs and compares with PyTorch
+in float32. For a GPU machine with only the runtime: ``--save DIR`` compiles here and
+writes the modules and weights, ``--load DIR`` there runs and checks them.
 """
 
 from __future__ import annotations
@@ -155,29 +158,56 @@ BLOCKS = {
 }
 
 
+def _check(name: str, call, model: nn.Module, shapes, dtype, device: str) -> float:
+    """Runs ``call`` on fresh inputs and returns its rel. error against PyTorch in fp32."""
+    fresh = tuple(torch.randn(s) for s in shapes)
+    with torch.no_grad():
+        want = model.float()(*fresh)
+    inputs = tuple(x.to(dtype) for x in fresh)
+    if device == "cuda":
+        inputs = tuple(x.cuda() for x in inputs)
+    got = call(*inputs).cpu().float()
+    return ((got - want).norm() / want.norm()).item()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--cuda-arch", default="sm_80")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float16"])
+    parser.add_argument("--save", type=Path, help="compile only: modules and weights to DIR")
+    parser.add_argument(
+        "--load", type=Path, help="run the modules --save wrote (no compiler needed)"
+    )
     args = parser.parse_args()
     import fusion_compiler as fc
 
+    dtype = getattr(torch, args.dtype)
     device = {"cpu": "local-task", "cuda": "cuda"}[args.target]
     for name, (factory, shapes, _) in BLOCKS.items():
         torch.manual_seed(0)
         model = factory(CONFIG).eval()
-        example = tuple(torch.randn(s) for s in shapes)
+        if args.load:
+            model.load_state_dict(torch.load(args.load / f"{name}.pt"))
+            step = fc.load(args.load / f"{name}.vmfb", device=device)
+            error = _check(name, step, model, shapes, dtype, args.target)
+            print(f"{name:<14} loaded  rel. error {error:.1e} on {device}")
+            continue
+        example = tuple(torch.randn(s, dtype=dtype) for s in shapes)
         start = time.perf_counter()
         module = fc.compile(
-            model, example_args=example, target=args.target, cuda_arch=args.cuda_arch
+            model.to(dtype), example_args=example, target=args.target, cuda_arch=args.cuda_arch
         )
         seconds = time.perf_counter() - start
-        fresh = tuple(torch.randn(s) for s in shapes)
-        with torch.no_grad():
-            want = model(*fresh)
-        got = fc.load(module, device=device)(*fresh).cpu()
-        error = ((got - want).norm() / want.norm()).item()
-        print(f"{name:<14} compiled in {seconds:4.1f} s  {module.stats}  rel. error {error:.1e}")
+        print(f"{name:<14} compiled in {seconds:4.1f} s  {module.stats}", end="")
+        if args.save:
+            args.save.mkdir(parents=True, exist_ok=True)
+            module.save(args.save / f"{name}.vmfb")
+            torch.save(model.state_dict(), args.save / f"{name}.pt")
+            print(f"  saved to {args.save}")
+            continue
+        error = _check(name, fc.load(module, device=device), model, shapes, dtype, args.target)
+        print(f"  rel. error {error:.1e}")
 
 
 if __name__ == "__main__":
