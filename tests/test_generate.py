@@ -16,3 +16,19 @@ def test_compiled_decode_step_generates_the_same_tokens_as_pytorch() -> None:
     with torch.no_grad():
         want = generate(model, model, prompt, steps=12)
     assert generate(fc.load(module), model, prompt, steps=12) == want
+
+
+def test_saved_decode_step_runs_from_another_process(tmp_path) -> None:
+    """--save compiles and writes the module and weights; --load (what a runtime-only
+    machine runs) generates with them, checked against PyTorch by the script."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    script = [sys.executable, str(ROOT / "examples" / "generate.py"), "--steps", "8"]
+    subprocess.run([*script, "--save", str(tmp_path)], check=True, capture_output=True)
+    assert (tmp_path / "decode_step.vmfb").exists()
+    done = subprocess.run([*script, "--load", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "same tokens as PyTorch" in done.stdout, done.stdout
