@@ -77,8 +77,9 @@ def fit(tiles: Tiles, arch: str, batch: int, n_q: int, n_k: int, kv_group: int =
     """``tiles`` fitted to one attention's sizes (-1: dynamic): with GQA and fewer query
     rows than a row block (decoding), the rows of the heads sharing K/V packed into one
     block; row blocks no taller than the rows; and split-KV when the row blocks are too
-    few to fill the GPU: enough programs for about four per multiprocessor, each with at
-    least four key blocks (a dynamic key length is taken as long)."""
+    few to fill the GPU (under 0.8 of a wave, as FlashAttention's heuristic): enough
+    programs for about four per multiprocessor, each with at least four key blocks (a
+    dynamic key length is taken as long)."""
     if n_q < 0:
         return tiles
     pack = kv_group > 1 and padded(n_q) < tiles.block_m
@@ -87,7 +88,7 @@ def fit(tiles: Tiles, arch: str, batch: int, n_q: int, n_k: int, kv_group: int =
     programs = batch // group * -(-n_q * group // block_m)
     sms = _SMS.get(arch.rstrip("a"), 132)
     splits = 1
-    if programs < sms:
+    if programs < 0.8 * sms:  # else about one wave already: merging would cost more
         key_blocks = -(-n_k // tiles.block_n) if n_k > 0 else 1 << 20
         splits = max(1, min(-(-4 * sms // programs), key_blocks // 4, 64))
     return replace(tiles, block_m=block_m, splits=splits, pack_gqa=int(pack))
