@@ -1,9 +1,10 @@
 """Every attention variant of the detection tests, compiled for the H200's kernel path.
 
 On the CPU machine:
-    .venv/bin/python benchmarks/gpu_variants.py build/gpu_variants [CUDA_ARCH]
+    .venv/bin/python benchmarks/gpu_variants.py build/gpu_variants [CUDA_ARCH | vulkan]
 writes one module per variant (fp16 and bf16, target="cuda", default cuda_arch sm_90:
-generated kernels) with its model weights and an index; on the GPU machine
+generated kernels; with "vulkan": fp16 and fp32, target="vulkan", generated SPIR-V
+kernels, static shapes only) with its model weights and an index; on the GPU machine
     FUSION_GPU_MODULES=build/gpu_variants python3 -m pytest -q -m gpu tests/test_gpu_variants.py
 runs each on fresh inputs against PyTorch in float64.
 """
@@ -71,7 +72,9 @@ DYNAMIC = {
     ),
 }
 LENGTHS = (77, 1000, 4099)
-DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
+# the element types each target's kernels take
+TARGET_DTYPES = {"cuda": ("f16", "bf16"), "vulkan": ("f16", "f32")}
 
 
 def inputs(shape: tuple[int, ...], dtype: torch.dtype, device: str = "cpu") -> tuple:
@@ -80,12 +83,16 @@ def inputs(shape: tuple[int, ...], dtype: torch.dtype, device: str = "cpu") -> t
     return tuple(torch.randn(s, device=device).to(dtype) for s in sizes)
 
 
-def prepare(folder: Path, cuda_arch: str = "sm_90") -> None:
+def prepare(folder: Path, arch: str = "sm_90") -> None:
     folder.mkdir(parents=True, exist_ok=True)
+    target = "vulkan" if arch == "vulkan" else "cuda"
+    options = dict(target=target) if target == "vulkan" else dict(target=target, cuda_arch=arch)
     index = {}
     n = torch.export.Dim("n", min=2, max=8192)
-    for name, (kwargs, shape) in {**VARIANTS, **DYNAMIC}.items():
-        for dtype_name, dtype in DTYPES.items():
+    cases = {**VARIANTS, **DYNAMIC} if target == "cuda" else VARIANTS
+    for name, (kwargs, shape) in cases.items():
+        for dtype_name in TARGET_DTYPES[target]:
+            dtype = DTYPES[dtype_name]
             case = f"{name}_{dtype_name}"
             torch.manual_seed(0)
             model = Attention(**kwargs).eval()
@@ -94,13 +101,14 @@ def prepare(folder: Path, cuda_arch: str = "sm_90") -> None:
                 model,
                 example_args=inputs(shape, dtype),
                 dynamic_shapes=dynamic,
-                target="cuda",
-                cuda_arch=cuda_arch,
+                **options,
             )
             module.save(folder / f"{case}.vmfb")
             torch.save(model.state_dict(), folder / f"{case}.pt")
             kernels = sum("generated" in r.message for r in module.remarks)
-            index[case] = dict(kwargs=kwargs, shape=shape, dtype=dtype_name, kernels=kernels)
+            index[case] = dict(
+                kwargs=kwargs, shape=shape, dtype=dtype_name, kernels=kernels, device=target
+            )
             if dynamic:
                 index[case]["lengths"] = LENGTHS
             index[case].update(module.stats)

@@ -19,7 +19,6 @@ from fusion_compiler.dialects.linalg_ext import LOG2E
 
 from fusion_compiler.ir import dialects, ir
 from fusion_compiler.kernels.attention import (
-    HIDDEN_POINTERS,
     Kernel,
     Spec,
     Stride,
@@ -28,6 +27,10 @@ from fusion_compiler.kernels.attention import (
     contiguous_strides,
 )
 
+_EXECUTABLE_TARGETS = {
+    "cuda": '#hal.executable.target<"cuda", "cuda-nvptx-fb">',
+    "vulkan": '#hal.executable.target<"vulkan-spirv", "vulkan-spirv-fb">',
+}
 # On each kernel dispatch: the kernel's Spec as JSON, readable in the IR dumps (and how
 # fused attentions are still counted and tests rebuild the kernel).
 MARKER = "fusion.attention_kernel"
@@ -280,12 +283,20 @@ class KernelPlan:
     form: flash.Layout
 
 
-def plan_kernel(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> KernelPlan | str:
-    """The kernel ``op`` needs, or why the kernel path cannot take it."""
+def plan_kernel(
+    op: ir.Operation,
+    form: flash.Layout,
+    tiles: dict[str, int],
+    target: str = "cuda",
+    dtypes: tuple[str, ...] = ("f16", "bf16"),
+) -> KernelPlan | str:
+    """The kernel ``op`` needs on ``target`` ("cuda" or "vulkan"), or why the kernel
+    path cannot take it. Q, K and V must be of one of ``dtypes``; on Vulkan a mask that
+    is not purely causal is read, not computed in the kernel."""
     q, k, v, scale = list(op.operands)[:4]
     dtype = _element(q)
-    if dtype not in ("f16", "bf16") or _element(k) != dtype or _element(v) != dtype:
-        return "Q, K and V are not all f16 or all bf16"
+    if dtype not in dtypes or _element(k) != dtype or _element(v) != dtype:
+        return f"Q, K and V are not all {' or all '.join(dtypes)}"
     cast = output_cast(op)
     out_dtype = _element(cast.results[0] if cast is not None else op.results[0])
     if out_dtype is None:
@@ -307,6 +318,8 @@ def plan_kernel(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> 
         return f"head dim {max(d, dv)} above 256"
     group = 1 if form.k_transposed else kv_group(op, form)  # a K copy not folded: read as is
     mask = _mask_plan(op, form)
+    if isinstance(mask, MaskCode) and target != "cuda":
+        mask = "read"
     mask_dtype = _element(op.operands[4]) if mask == "read" else None
     if mask == "read" and mask_dtype is None:
         return "mask element type is not f16, bf16 or f32"
@@ -331,6 +344,7 @@ def plan_kernel(op: ir.Operation, form: flash.Layout, tiles: dict[str, int]) -> 
         kv_group=group,
         mask_expr=mask.expr if isinstance(mask, MaskCode) else None,
         mask_inputs=tuple(mask.types) if isinstance(mask, MaskCode) else (),
+        target=target,
         **tiles,
     )
     return KernelPlan(spec, inputs, plan, form)
@@ -357,7 +371,7 @@ def executable_source(
     the dispatch's workload."""
     readonly = "#hal.pipeline.binding<storage_buffer, ReadOnly>"
     writable = "#hal.pipeline.binding<storage_buffer>"
-    bindings = ", ".join([readonly] * n_inputs + [writable] * (1 + HIDDEN_POINTERS))
+    bindings = ", ".join([readonly] * n_inputs + [writable] * (1 + kernel.hidden_pointers))
     if dynamic_rows is not None:
         count = (
             "count(%device: !hal.device, %n: index) -> (index, index, index) {\n"
@@ -376,17 +390,19 @@ def executable_source(
         f"    %z = arith.constant {grid[2]} : index\n"
         "    hal.return %x, %y, %z : index, index, index\n"
     )
-    target = '#hal.executable.target<"cuda", "cuda-nvptx-fb">'
-    obj = (
-        f'#hal.executable.object<{{path = "{symbol}.cubin", data = {_dense_bytes(kernel.cubin)}}}>'
+    target = _EXECUTABLE_TARGETS[kernel.target]
+    shared = (
+        f", workgroup_local_memory = {kernel.shared_bytes} : index" if kernel.shared_bytes else ""
     )
+    suffix = "cubin" if kernel.target == "cuda" else "spv"
+    data = _dense_bytes(kernel.cubin)
+    obj = f'#hal.executable.object<{{path = "{symbol}.{suffix}", data = {data}}}>'
     return (
         f"hal.executable.source private @{symbol} "
         f"<{{objects = #hal.executable.objects<{{{target} = [{obj}]}}>}}> {{\n"
         f"  hal.executable.export public @{kernel.name} ordinal(0) "
         f"layout(#hal.pipeline.layout<bindings = [{bindings}]>) {count}"
-        f"  }} <{{workgroup_size = [{kernel.threads} : index, 1 : index, 1 : index], "
-        f"workgroup_local_memory = {kernel.shared_bytes} : index}}>\n"
+        f"  }} <{{workgroup_size = [{kernel.threads} : index, 1 : index, 1 : index]{shared}}}>\n"
         "}\n"
     )
 
@@ -417,13 +433,13 @@ def _dispatch(
     segments = [len(workload), len(arguments), len(argument_dims), len(result_dims)]
     dispatch = ir.Operation.create(
         "flow.dispatch",
-        results=[result_type] + [scratch] * HIDDEN_POINTERS,
+        results=[result_type] + [scratch] * kernel.hidden_pointers,
         operands=[*workload, *arguments, *argument_dims, *result_dims],
         attributes={
             "entry_points": ir.ArrayAttr.get([ir.SymbolRefAttr.get([symbol, kernel.name])]),
             "operandSegmentSizes": ir.DenseI32ArrayAttr.get(segments),
             "tied_operands": ir.ArrayAttr.get(
-                [ir.IntegerAttr.get(ir.IndexType.get(), -1)] * (1 + HIDDEN_POINTERS)
+                [ir.IntegerAttr.get(ir.IndexType.get(), -1)] * (1 + kernel.hidden_pointers)
             ),
             **attributes,
         },
@@ -452,7 +468,9 @@ def build_dispatch(
     marker = {MARKER: ir.StringAttr.get(json.dumps(asdict(spec), sort_keys=True))}
     n_inputs = len(spec.pointers) - 1
     with ir.InsertionPoint(plan.replaced), op.location:
-        workload, arguments = [], [*inputs, inputs[0]]  # static sizes: Q bound, never read
+        workload, arguments = [], [*inputs]
+        if "Sizes" in spec.pointers:  # static sizes: Q bound, never read
+            arguments.append(inputs[0])
         result_dims: list[ir.Value] = []
         if spec.dynamic:
             n_q = _dim(op.operands[0], 1)

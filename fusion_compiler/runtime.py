@@ -197,10 +197,41 @@ class Function:
             return self._to_torch(result).cuda()
 
     def _to_torch(self, result) -> torch.Tensor:
-        array = result.to_host()
+        try:
+            array = result.to_host()
+        except ValueError as error:  # a driver that imports only page-aligned host memory
+            if "minImportedHostPointerAlignment" not in str(error):
+                raise
+            array = _staged_to_host(self._device, result)
         if array.dtype.name == "bfloat16":  # ml_dtypes' bfloat16, which torch cannot take
             return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
         return torch.from_numpy(np.ascontiguousarray(array))
+
+
+def _staged_to_host(device: rt.HalDevice, result: rt.DeviceArray) -> np.ndarray:
+    """A result copied to the host through a staging buffer of the device's allocator.
+
+    The runtime's own copy imports a fresh NumPy array into the device (Vulkan's
+    external host memory), which drivers requiring page-aligned pointers refuse
+    (llvmpipe: 4096 bytes); this is the runtime's other path, taken explicitly.
+    """
+    view = result._buffer_view
+    source = view.get_buffer()
+    staging = device.allocator.allocate_buffer(
+        memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
+        allowed_usage=int(rt.BufferUsage.TRANSFER_TARGET | rt.BufferUsage.MAPPING_SCOPED),
+        allocation_size=source.byte_length(),
+    )
+    semaphore = device.create_semaphore(0)
+    device.queue_copy(
+        source,
+        staging,
+        wait_semaphores=rt.HalFence.create_at(semaphore, 0),
+        signal_semaphores=rt.HalFence.create_at(semaphore, 1),
+    )
+    rt.HalFence.create_at(semaphore, 1).wait()
+    dtype = rt.HalElementType.map_to_dtype(view.element_type)
+    return np.array(staging.map().asarray(view.shape, dtype))
 
 
 class Pending:

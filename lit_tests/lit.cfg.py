@@ -20,3 +20,7 @@ if filecheck is None:
     lit_config.fatal("filecheck not found: install the dev extras (pip install -e '.[dev]')")
 config.substitutions.append(("%PYTHON", sys.executable))
 config.substitutions.append(("FileCheck", filecheck))
+
+# fusion-spirv-attention compiles its kernels with glslangValidator (glslang-tools).
+if shutil.which("glslangValidator"):
+    config.available_features.add("glslang")

@@ -17,6 +17,7 @@ _MODULES: dict[str, str] = {
     "fusion-kernel-attention": "fusion_compiler.passes.kernel_attention",
     "fusion-online-softmax": "fusion_compiler.passes.online_softmax",
     "fusion-schedule": "fusion_compiler.passes.schedule",
+    "fusion-spirv-attention": "fusion_compiler.passes.spirv_attention",
 }
 
 # What ``fc.compile`` runs between the Linalg and the fused stage, per target. Each
@@ -49,6 +50,17 @@ ATTENTION_MODES = ("auto", "iree", "online-softmax")
 _CPU_BLOCKS = "fusion-online-softmax{block-q=128 block-k=128}"
 
 
+# Vulkan: each fused attention becomes a generated SPIR-V kernel; what it cannot take is
+# decomposed, as IREE's SPIR-V code generation cannot lower the attention op.
+VULKAN_KERNEL_PIPELINE: tuple[str, ...] = (
+    "fusion-detect-attention",
+    *_CLEANUP,
+    "fusion-spirv-attention",
+    "fusion-decompose-attention",
+    "fusion-find-softmax",
+)
+
+
 def kernel_pipeline(arch: str) -> list[str]:
     """CUDA on Hopper: each fused attention becomes a generated kernel; what the kernel
     cannot take goes on through the CUDA pipeline's own passes."""
@@ -69,7 +81,8 @@ def default_pipeline(
 
     "auto": on the CPU our online-softmax rewrite (measured 5x to 30x faster than IREE
     3.13's attention op there, benchmarks/results/cpu.md); on CUDA generated kernels when
-    ``kernel_arch`` is set (e.g. "sm_90"), else IREE's op; Vulkan decomposes.
+    ``kernel_arch`` is set (e.g. "sm_90"), else IREE's op; on Vulkan generated SPIR-V
+    kernels (what they cannot take is decomposed).
     "iree": IREE's attention op (decomposed where IREE computes it wrongly or cannot).
     """
     if attention not in ATTENTION_MODES:
@@ -82,6 +95,8 @@ def default_pipeline(
         return list(ONLINE_SOFTMAX_PIPELINE)
     if attention == "auto" and kernel_arch is not None and target == "cuda":
         return kernel_pipeline(kernel_arch)
+    if attention == "auto" and target == "vulkan":
+        return list(VULKAN_KERNEL_PIPELINE)
     return list(DEFAULT_PIPELINES[target])
 
 

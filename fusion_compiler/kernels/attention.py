@@ -96,6 +96,7 @@ class Spec:
     # inputs L0, L1, ... (their pointer types in ``mask_inputs``), instead of read
     mask_expr: str | None = None
     mask_inputs: tuple[str, ...] = ()
+    target: str = "cuda"  # "cuda" (a Triton kernel for sm_{arch}) or "vulkan" (SPIR-V)
     # split-KV: programs sharing each row block's keys, their results merged by a second
     # kernel (``combine``) from a float32 buffer of ``partial_elements``; static n_q only
     splits: int = 1
@@ -111,7 +112,8 @@ class Spec:
     def pointers(self) -> list[str]:
         """The kernel's pointer parameters, in order (IREE binds them in this order)."""
         masks = [f"L{i}" for i in range(len(self.mask_inputs))] if self.mask_expr else ["Mask"]
-        return ["Q", "K", "V", *masks, "Sizes", "Out"]
+        sizes = ["Sizes"] if self.target == "cuda" else []
+        return ["Q", "K", "V", *masks, *sizes, "Out"]
 
     @property
     def dynamic(self) -> bool:
@@ -176,10 +178,16 @@ class Spec:
 @dataclass(frozen=True)
 class Kernel:
     name: str
-    cubin: bytes
-    shared_bytes: int
+    cubin: bytes  # the binary: a cubin, or SPIR-V for target "vulkan"
+    shared_bytes: int  # dynamic shared memory to request (0: none)
     threads: int
     source_hash: str
+    target: str = "cuda"
+
+    @property
+    def hidden_pointers(self) -> int:
+        """Pointer parameters the kernel compiler added after ours (Triton's scratch)."""
+        return HIDDEN_POINTERS if self.target == "cuda" else 0
 
 
 def cache_dir() -> Path:

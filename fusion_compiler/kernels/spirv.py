@@ -1,0 +1,136 @@
+"""FlashAttention-2 kernels for Vulkan: ``attention.comp`` specialised to a Spec, as SPIR-V.
+
+The GLSL template (next to this file) takes the same Spec as the CUDA kernel, with
+target "vulkan": element types (f16 or f32), sizes, head dims, the strided views of Q,
+K, V, a read mask and the output, the causal offset, the GQA ratio and the score
+region when it is plain arithmetic. ``glslangValidator`` (Debian/Ubuntu:
+``glslang-tools``; the Vulkan SDK) compiles it to SPIR-V on the compiling machine;
+binaries are cached by content hash like the CUDA kernels.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from string import Template
+
+from fusion_compiler.errors import FusionCompilerError
+from fusion_compiler.kernels.attention import Kernel, Spec, View, cache_dir
+
+TEMPLATE = Path(__file__).with_name("attention.comp")
+COMPILER = "glslangValidator"
+WORKGROUP = 64  # query rows per workgroup, one per invocation
+_GLSL_TYPES = {"f16": "float16_t", "f32": "float"}
+_ARITHMETIC = re.compile(r"[x0-9.eE+\-*/() ]+")  # a score region GLSL reads as Triton does
+_MAX_ELEMENTS = 2**32  # offsets are 32-bit
+
+
+def block_n(d: int, dv: int) -> int:
+    """Keys per shared-memory block: K and V blocks in float32 within 16 KiB (Vulkan's
+    guaranteed minimum of shared memory)."""
+    return max(4, min(32, 4096 // (d + dv)))
+
+
+def tiles(d: int, dv: int) -> dict[str, int]:
+    """The Spec's tile fields for the Vulkan kernel."""
+    tiles = {"block_m": WORKGROUP, "block_n": block_n(d, dv), "num_warps": 2, "num_stages": 1}
+    return {**tiles, "arch": 0}  # no NVIDIA architecture
+
+
+def unsupported(spec: Spec, sizes: list[list[int]]) -> str | None:
+    """Why the Vulkan kernel cannot take ``spec`` (None: it can). ``sizes``: the shapes
+    of the tensors the kernel reads and writes."""
+    if spec.dynamic:
+        return "a dynamic sequence length (the Vulkan kernel is static)"
+    if spec.dtype not in _GLSL_TYPES or (spec.out_dtype or spec.dtype) not in _GLSL_TYPES:
+        return f"{spec.out_dtype or spec.dtype} (the Vulkan kernel takes f16 and f32)"
+    if spec.mask_dtype is not None and spec.mask_dtype not in _GLSL_TYPES:
+        return f"a {spec.mask_dtype} mask (the Vulkan kernel takes f16 and f32)"
+    if not _ARITHMETIC.fullmatch(spec.score):
+        return f"the score region {spec.score!r} is not plain arithmetic"
+    if any(isinstance(s, str) for view in spec.views for s in view):
+        return "a dynamic stride"
+    if max(spec.d, spec.dv) > 256:
+        return f"head dim {max(spec.d, spec.dv)} above 256"
+    for shape in sizes:
+        elements = 1
+        for n in shape:
+            elements *= n
+        if elements >= _MAX_ELEMENTS:
+            return "a tensor of 2^32 elements or more"
+    return None
+
+
+def _view(view: View) -> str:
+    sb, sh, h, sr, sc = view
+    batch = f"batch * {sb}u" if h == 1 else f"(batch / {h}u) * {sb}u + (batch % {h}u) * {sh}u"
+    return f"{batch} + row * {sr}u + col * {sc}u"
+
+
+def source_of(spec: Spec) -> str:
+    """The GLSL compute shader of ``spec``."""
+    q_view, k_view, v_view, m_view, o_view = spec.views
+    element = _GLSL_TYPES[spec.dtype]
+    return Template(TEMPLATE.read_text()).substitute(
+        Q_TYPE=element,
+        MASK_TYPE=_GLSL_TYPES[spec.mask_dtype] if spec.mask_dtype else element,
+        OUT_TYPE=_GLSL_TYPES[spec.out_dtype or spec.dtype],
+        N_Q=f"{spec.n_q}u",
+        N_K=f"{spec.n_k}u",
+        D=f"{spec.d}u",
+        DV=f"{spec.dv}u",
+        BLOCK_M=spec.block_m,
+        BLOCK_N=f"{spec.block_n}u",
+        KV_GROUP=f"{spec.kv_group}u",
+        CAUSAL="true" if spec.causal_offset is not None else "false",
+        CAUSAL_OFFSET=spec.causal_offset or 0,
+        HAS_MASK="true" if spec.mask_dtype is not None else "false",
+        QK_SCALE=repr(spec.qk_scale),
+        SCORE=spec.score,
+        Q_VIEW=_view(q_view),
+        K_VIEW=_view(k_view),
+        V_VIEW=_view(v_view),
+        M_VIEW=_view(m_view),
+        O_VIEW=_view(o_view),
+    )
+
+
+def compiler() -> str | None:
+    """The path of glslangValidator, None where it is not installed."""
+    return shutil.which(COMPILER)
+
+
+def compile_kernel(spec: Spec) -> Kernel:
+    """The SPIR-V of ``spec`` (from the cache when the same kernel was built before)."""
+    source = source_of(spec)
+    key = hashlib.sha256((source + json.dumps(asdict(spec), sort_keys=True)).encode()).hexdigest()
+    directory = cache_dir() / f"spirv-{key[:24]}"
+    binary = directory / "kernel.spv"
+    if not binary.exists():
+        tool = compiler()
+        if tool is None:
+            raise FusionCompilerError(
+                f"generating a Vulkan attention kernel needs {COMPILER} "
+                "(apt install glslang-tools, or the Vulkan SDK), or compile with "
+                'attention="iree"'
+            )
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "kernel.comp").write_text(source)
+        with tempfile.TemporaryDirectory() as scratch:
+            out = Path(scratch) / "kernel.spv"
+            command = [tool, "-V", "--target-env", "vulkan1.1", "-S", "comp"]
+            done = subprocess.run(
+                [*command, "-o", str(out), str(directory / "kernel.comp")],
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"{COMPILER} rejected the generated kernel:\n{done.stdout}")
+            shutil.move(out, binary)
+    return Kernel("main", binary.read_bytes(), 0, spec.block_m, key, target="vulkan")

@@ -1,0 +1,72 @@
+"""fusion-spirv-attention: each fused attention -> a dispatch of a SPIR-V kernel for Vulkan.
+
+IREE 3.13's SPIR-V code generation cannot lower ``iree_linalg_ext.attention``, and our
+online-softmax loop nest reaches Vulkan only as host-side loops of dispatches. This
+pass gives each attention one dispatch of a FlashAttention-2 compute shader generated
+for it (``fusion_compiler/kernels/attention.comp``): specialised to its element types
+(f16, f32), sizes, head dims, the causal offset proven from its mask (the mask dropped,
+key blocks past the diagonal skipped), any other mask (read per key), the GQA ratio, a
+plain-arithmetic score region, and strided views of every operand (head split and
+merge transposes, a transposed K and an output cast are folded in, as on CUDA).
+Compiled to SPIR-V with glslangValidator and embedded as a ``hal.executable.source``.
+An op it cannot take stays (decomposed later in the Vulkan pipeline), with a remark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fusion_compiler.dialects import flash, kernel_dispatch, linalg_ext
+from fusion_compiler.dialects.builders import erase_dead
+
+from fusion_compiler import remarks
+from fusion_compiler.ir import ir
+from fusion_compiler.kernels import spirv
+
+NAME = "fusion-spirv-attention"
+
+
+@dataclass(frozen=True)
+class Options:
+    pass
+
+
+def run(module: ir.Operation, options: Options) -> None:
+    with module.context, module.location:
+        for n, op in enumerate(linalg_ext.find_all(module)):
+            _lower(op, f"fusion_spirv_attention_{n}")
+
+
+def _lower(op: ir.Operation, symbol: str) -> None:
+    def leave(why: str) -> None:
+        remarks.emit(op.location, f"attention left for decomposition on Vulkan: {why}")
+
+    kernel_dispatch.fold_k_transpose(op)
+    form = flash.layout(op, allow_dynamic=False)
+    if isinstance(form, str):
+        return leave(form)
+    d = ir.RankedTensorType(op.operands[0].type).shape[2]
+    dv = ir.RankedTensorType(op.operands[2].type).shape[2]
+    plan = kernel_dispatch.plan_kernel(
+        op, form, spirv.tiles(d, dv), target="vulkan", dtypes=("f16", "f32")
+    )
+    if isinstance(plan, str):
+        return leave(plan)
+    shapes = [list(ir.RankedTensorType(v.type).shape) for v in plan.inputs]
+    shapes.append(list(ir.RankedTensorType(plan.output.result_type).shape))
+    why = spirv.unsupported(plan.spec, shapes)
+    if why is not None:
+        return leave(why)
+    if spirv.compiler() is None:
+        return leave(f"{spirv.COMPILER} not found (apt install glslang-tools)")
+    location, spec = op.location, plan.spec
+    output = kernel_dispatch.build_dispatch(
+        op, {"attention": spirv.compile_kernel(spec)}, plan, symbol
+    )
+    erase_dead([output.replaced, op] if output.replaced != op else [op])
+    causal = f", causal offset {spec.causal_offset}" if spec.causal_offset is not None else ""
+    remarks.emit(
+        location,
+        f"attention lowered to a generated Vulkan kernel "
+        f"({spec.dtype}, D={spec.d}, {spec.block_m} rows x {spec.block_n} keys{causal})",
+    )
