@@ -1,5 +1,7 @@
 """CUDA and Vulkan modules compile on a machine without a GPU; running them is GPU-marked."""
 
+import shutil
+
 import pytest
 import torch
 from conftest import rel_error
@@ -14,11 +16,22 @@ def test_cuda_compiles(model) -> None:
     assert module.vmfb and module.stats["dispatches"] > 0
 
 
+@pytest.mark.skipif(shutil.which("glslangValidator") is None, reason="no glslangValidator")
 @pytest.mark.parametrize("model", [SDPABlock, ExplicitAttentionBlock])
-def test_vulkan_compiles_attention_decomposed(model) -> None:
-    # IREE 3.13's SPIR-V code generation cannot lower iree_linalg_ext.attention, so the
-    # Vulkan pipeline decomposes it (SDPA's included).
+def test_vulkan_compiles_attention_as_a_generated_kernel(model) -> None:
+    # SDPA's attention (IREE's own lowering of it) and the written-out one alike
     module = fc.compile(model().eval(), example_args=(torch.randn(1, 16, 64),), target="vulkan")
+    assert module.vmfb and module.stats["attention_ops"] == 1
+    assert any("generated Vulkan kernel" in r.message for r in module.remarks)
+
+
+@pytest.mark.parametrize("model", [SDPABlock, ExplicitAttentionBlock])
+def test_vulkan_iree_mode_compiles_attention_decomposed(model) -> None:
+    # IREE 3.13's SPIR-V code generation cannot lower iree_linalg_ext.attention, so
+    # attention="iree" on Vulkan decomposes it (SDPA's included).
+    module = fc.compile(
+        model().eval(), example_args=(torch.randn(1, 16, 64),), target="vulkan", attention="iree"
+    )
     assert module.vmfb and module.stats["attention_ops"] == 0
 
 
