@@ -5,7 +5,7 @@ nn.TransformerEncoderLayer, a ViT encoder block (pre-norm, GELU, no mask) and a 
 block with cross-attention to an encoder's memory. ``BLOCKS`` lists them with their
 example inputs and how many attentions each has.
 
-    .venv/bin/python examples/transformer_blocks.py [--target cpu|cuda] [--cuda-arch sm_90]
+    .venv/bin/python examples/transformer_blocks.py [--target cpu|cuda|vulkan] [--cuda-arch sm_90]
         [--dtype float32|float16] [--save DIR | --load DIR]
 
 compiles each block, runs it (CPU by default) on fresh inputs and compares with PyTorch
@@ -172,7 +172,7 @@ def _check(name: str, call, model: nn.Module, shapes, dtype, device: str) -> flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--target", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--target", default="cpu", choices=["cpu", "cuda", "vulkan"])
     parser.add_argument("--cuda-arch", default="sm_80")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float16"])
     parser.add_argument("--save", type=Path, help="compile only: modules and weights to DIR")
@@ -183,7 +183,7 @@ def main() -> None:
     import fusion_compiler as fc
 
     dtype = getattr(torch, args.dtype)
-    device = {"cpu": "local-task", "cuda": "cuda"}[args.target]
+    device = {"cpu": "local-task", "cuda": "cuda", "vulkan": "vulkan"}[args.target]
     for name, (factory, shapes, _) in BLOCKS.items():
         torch.manual_seed(0)
         model = factory(CONFIG).eval()
