@@ -1,6 +1,8 @@
-"""Input specifications and error bounds shared by the GPU check scripts."""
+"""Input specifications, error bounds and helpers shared by the GPU check scripts."""
 
 from __future__ import annotations
+
+import subprocess
 
 import torch
 
@@ -19,3 +21,14 @@ def qkv(b: int, h: int, hkv: int, nq: int, nk: int, d: int, dtype: torch.dtype) 
 def example(specs: list[Spec]) -> tuple[torch.Tensor, ...]:
     """Fresh random tensors of the given shapes and dtypes, on the CPU."""
     return tuple(torch.randn(shape).to(dtype) for shape, dtype in specs)
+
+
+def used_mib() -> int:
+    """The GPU's used memory (nvidia-smi), MiB: what every process and allocator holds."""
+    out = subprocess.run(
+        ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return int(out.split()[0])

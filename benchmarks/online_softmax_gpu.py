@@ -14,7 +14,6 @@ the device.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
-from cases import BOUND, F16, F32, example, qkv  # noqa: E402
+from cases import BOUND, F16, F32, example, qkv, used_mib  # noqa: E402
 from gpu_smoke import CASES as SMOKE_CASES  # noqa: E402
 from variants import Attention  # noqa: E402
 
@@ -82,16 +81,6 @@ def prepare(folder: Path) -> None:
     print(json.dumps(stats))
 
 
-def _used_mib() -> int:
-    out = subprocess.run(
-        ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return int(out.split()[0])
-
-
 def check(folder: Path, vulkan: bool) -> int:
     stats = json.loads((folder / "stats.json").read_text())
     failed = 0
@@ -121,7 +110,7 @@ def check(folder: Path, vulkan: bool) -> int:
     header = f"{'N':>6} {'causal':>6} {'MiB above baseline':>19} {'ms/call':>8}"
     print(f"\n{header}  (fp16, B=1 H=8 D=64)")
     for n, causal in SERIES:
-        before = _used_mib()
+        before = used_mib()
         run = fc.load(folder / f"series_{n}_{causal}.cuda.vmfb", device="cuda")
         function = run["main"]
         arrays = [function._to_device(x) for x in example(qkv(1, 8, 8, n, n, 64, F16))]
@@ -133,7 +122,7 @@ def check(folder: Path, vulkan: bool) -> int:
         if hasattr(out, "to_host"):
             out.to_host()
         ms = (time.perf_counter() - start) / 3 * 1e3
-        print(f"{n:>6} {causal!s:>6} {_used_mib() - before:>19} {ms:>8.1f}")
+        print(f"{n:>6} {causal!s:>6} {used_mib() - before:>19} {ms:>8.1f}")
         del run, function, arrays, raw, out
     return 1 if failed else 0
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
+from cases import used_mib  # noqa: E402
 from variants import Attention  # noqa: E402
 
 import fusion_compiler as fc  # noqa: E402
@@ -63,16 +63,6 @@ def prepare(folder: Path) -> None:
             print(_name(n, causal, system), module.stats, flush=True)
 
 
-def _used_mib() -> int:
-    out = subprocess.run(
-        ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return int(out.split()[0])
-
-
 def _sdpa_ms(q, k, v, causal: bool) -> float:
     for _ in range(3):
         F.scaled_dot_product_attention(q, k, v, is_causal=causal)
@@ -94,7 +84,7 @@ def run(folder: Path, out: Path) -> int:
         for n, causal in cases:
             flops = 4 * H * n * n * D / (2 if causal else 1)
             q, k, v = (torch.randn(1, H, n, D, dtype=torch.float16) for _ in range(3))
-            before = _used_mib()
+            before = used_mib()
             try:
                 loaded = fc.load(folder / f"{_name(n, causal, system)}.vmfb", device="vulkan")
             except Exception as exc:  # a driver refusing a pipeline is a result: record it
@@ -112,7 +102,7 @@ def run(folder: Path, out: Path) -> int:
                 raw(*arrays).to_host()
                 times.append((time.perf_counter() - start) * 1e3)
             ms = statistics.median(times)
-            mib = _used_mib() - before
+            mib = used_mib() - before
             qc, kc, vc = (x.cuda() for x in (q, k, v))
             want = F.scaled_dot_product_attention(
                 qc.float(), kc.float(), vc.float(), is_causal=causal
