@@ -3,8 +3,9 @@
 The kernel (``fusion_compiler/kernels``) is specialised from the op: element types,
 sizes, K layout, the causal offset proven from the mask's producers (the mask is then
 dropped), any other mask as an input, the scale and the score region (translated to a
-Triton expression). The cubin travels inside a ``hal.executable.source``; IREE links it
-as the executable for CUDA and dispatches it like its own.
+Triton expression). The binary (a cubin from Triton for CUDA, SPIR-V from the GLSL
+template for Vulkan) travels inside a ``hal.executable.source``; IREE links it as the
+executable for that target and dispatches it like its own.
 """
 
 from __future__ import annotations
@@ -365,8 +366,9 @@ def executable_source(
     grid: tuple[int, int, int],
     dynamic_rows: int | None = None,
 ) -> str:
-    """The ``hal.executable.source`` holding the cubin, as MLIR text: ``n_inputs``
-    read-only bindings, then the output and Triton's scratch pointers. The grid is
+    """The ``hal.executable.source`` holding the kernel's binary (a cubin for CUDA,
+    SPIR-V for Vulkan), as MLIR text: ``n_inputs`` read-only bindings, then the output
+    and, for Triton's kernels, its scratch pointers. The grid is
     static, or with ``dynamic_rows`` its x is the row blocks of that height in n_q,
     the dispatch's workload."""
     readonly = "#hal.pipeline.binding<storage_buffer, ReadOnly>"
@@ -395,7 +397,7 @@ def executable_source(
         f", workgroup_local_memory = {kernel.shared_bytes} : index" if kernel.shared_bytes else ""
     )
     suffix = "cubin" if kernel.target == "cuda" else "spv"
-    data = _dense_bytes(kernel.cubin)
+    data = _dense_bytes(kernel.binary)
     obj = f'#hal.executable.object<{{path = "{symbol}.{suffix}", data = {data}}}>'
     return (
         f"hal.executable.source private @{symbol} "

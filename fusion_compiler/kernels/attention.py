@@ -178,7 +178,7 @@ class Spec:
 @dataclass(frozen=True)
 class Kernel:
     name: str
-    cubin: bytes  # the binary: a cubin, or SPIR-V for target "vulkan"
+    binary: bytes  # a cubin, or SPIR-V for target "vulkan"
     shared_bytes: int  # dynamic shared memory to request (0: none)
     threads: int
     source_hash: str
@@ -238,7 +238,7 @@ def compile_kernel(spec: Spec, entry: str = "attention") -> Kernel:
         compiled.metadata.num_warps * 32,
         key,
     )
-    cubin_path.write_bytes(kernel.cubin)
+    cubin_path.write_bytes(kernel.binary)
     meta = {"name": kernel.name, "shared": kernel.shared_bytes, "threads": kernel.threads}
     meta_path.write_text(json.dumps(meta))
     return kernel
