@@ -2,9 +2,9 @@
 
     .venv/bin/python benchmarks/dispatch_counts.py
 
-Compiles the same fp16 block to IREE's flow stage four ways and prints a Markdown table
-of ``mod.stats["dispatches"]`` (launches per call; for the online-softmax path those in
-its host loops run once per block). No GPU needed.
+Compiles the same fp16 block to IREE's flow stage for CUDA (four ways) and Vulkan
+(three) and prints a Markdown table of ``mod.stats["dispatches"]`` (launches per call;
+for the online-softmax path those in its host loops run once per block). No GPU needed.
 """
 
 from __future__ import annotations
@@ -21,24 +21,29 @@ from models import ExplicitAttentionBlock  # noqa: E402
 
 import fusion_compiler as fc  # noqa: E402
 
-WAYS = {
-    "IREE alone (no attention fusion)": dict(pipeline="builtin.module(canonicalize)"),
-    "ours, IREE's attention op (sm_80)": dict(),
-    "ours, online softmax": dict(attention="online-softmax"),
-    "ours, generated kernel (sm_90)": dict(cuda_arch="sm_90"),
-}
+_IREE_ALONE = dict(pipeline="builtin.module(canonicalize)")
+# (target, label, compile options)
+WAYS = [
+    ("cuda", "IREE alone (no attention fusion)", _IREE_ALONE),
+    ("cuda", "ours, IREE's attention op (sm_80)", dict()),
+    ("cuda", "ours, online softmax", dict(attention="online-softmax")),
+    ("cuda", "ours, generated kernel (sm_90)", dict(cuda_arch="sm_90")),
+    ("vulkan", "IREE alone (no attention fusion)", _IREE_ALONE),
+    ("vulkan", "ours, IREE's op decomposed (attention='iree')", dict(attention="iree")),
+    ("vulkan", "ours, generated SPIR-V kernel", dict()),
+]
 
 
 def main() -> None:
     model = ExplicitAttentionBlock(dim=1024, heads=8).eval().half()
     example = (torch.randn(1, 2048, 1024, dtype=torch.float16),)
-    print("| target=cuda, attention block dim 1024, 8 heads, N 2048, fp16 | dispatches |")
-    print("|---|---|")
-    for label, options in WAYS.items():
+    print("| attention block dim 1024, 8 heads, N 2048, fp16 | target | dispatches |")
+    print("|---|---|---|")
+    for target, label, options in WAYS:
         module = fc.compile(
-            model, example_args=example, target="cuda", compile_to="flow", **options
+            model, example_args=example, target=target, compile_to="flow", **options
         )
-        print(f"| {label} | {module.stats['dispatches']} |", flush=True)
+        print(f"| {label} | {target} | {module.stats['dispatches']} |", flush=True)
 
 
 if __name__ == "__main__":
