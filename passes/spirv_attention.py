@@ -6,8 +6,9 @@ pass gives each attention one dispatch of a FlashAttention-2 compute shader gene
 for it (``fusion_compiler/kernels/attention.comp``): specialised to its element types
 (f16, f32), sizes, head dims, the causal offset proven from its mask (the mask dropped,
 key blocks past the diagonal skipped), any other mask (read per key), the GQA ratio, a
-plain-arithmetic score region, and strided views of every operand (head split and
-merge transposes, a transposed K and an output cast are folded in, as on CUDA).
+plain-arithmetic score region, static or dynamic sequence lengths, and strided views of
+every operand (head split and merge transposes, a transposed K and an output cast are
+folded in, as on CUDA).
 Compiled to SPIR-V with glslangValidator and embedded as a ``hal.executable.source``.
 An op it cannot take stays (decomposed later in the Vulkan pipeline), with a remark.
 """
@@ -42,7 +43,7 @@ def _lower(op: ir.Operation, symbol: str) -> None:
         remarks.emit(op.location, f"attention left for decomposition on Vulkan: {why}")
 
     kernel_dispatch.fold_k_transpose(op)
-    form = flash.layout(op, allow_dynamic=False)
+    form = flash.layout(op, allow_dynamic=True)
     if isinstance(form, str):
         return leave(form)
     d = ir.RankedTensorType(op.operands[0].type).shape[2]

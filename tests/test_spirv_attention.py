@@ -97,3 +97,23 @@ def test_without_glslang_attention_is_decomposed_with_a_remark(monkeypatch) -> N
     monkeypatch.setattr(spirv, "compiler", lambda: None)
     _, _, module = _compile(*CASES["plain_f32"], compile_to="fused")
     assert any("glslangValidator not found" in r.message for r in module.remarks)
+
+
+@needs_glslang
+@needs_vulkan
+def test_dynamic_sequence_length_one_kernel_three_lengths() -> None:
+    """Exported with a dynamic N: the kernel reads the lengths from a sizes binding and
+    its grid follows n_q; one compile runs at three lengths."""
+    torch.manual_seed(0)
+    model = Attention(4, 128, 128, 64, mask="causal-iota", upcast=True).eval().half()
+    n = torch.export.Dim("n", min=2, max=4096)
+    example = tuple(torch.randn(1, 4, 128, 64).half() for _ in range(3))
+    module = fc.compile(model, example_args=example, dynamic_shapes=({2: n},) * 3, target="vulkan")
+    assert any("generated Vulkan kernel" in r.message for r in module.remarks), module.remarks
+    run = fc.load(module, device="vulkan")
+    for length in (5, 77, 200):
+        fresh = tuple(torch.randn(1, 4, length, 64).half() for _ in range(3))
+        with torch.no_grad():
+            want = model.double()(*(x.double() for x in fresh))
+        model.half()
+        assert rel_error(run(*fresh), want) < BOUND[torch.float16], f"length {length}"

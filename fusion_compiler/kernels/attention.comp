@@ -19,10 +19,11 @@ layout(set = 0, binding = 0) readonly buffer BindingQ { ${Q_TYPE} q_buffer[]; };
 layout(set = 0, binding = 1) readonly buffer BindingK { ${Q_TYPE} k_buffer[]; };
 layout(set = 0, binding = 2) readonly buffer BindingV { ${Q_TYPE} v_buffer[]; };
 layout(set = 0, binding = 3) readonly buffer BindingM { ${MASK_TYPE} mask_buffer[]; };
-layout(set = 0, binding = 4) buffer BindingO { ${OUT_TYPE} out_buffer[]; };
+${SIZES_BINDING}
+layout(set = 0, binding = ${OUT_BINDING}) buffer BindingO { ${OUT_TYPE} out_buffer[]; };
 
-const uint N_Q = ${N_Q};
-const uint N_K = ${N_K};
+uint n_q;  // the sequence lengths: constants, or read from the sizes binding
+uint n_k;
 const uint D = ${D};
 const uint DV = ${DV};
 const uint BLOCK_M = ${BLOCK_M};
@@ -30,7 +31,7 @@ const uint BLOCK_N = ${BLOCK_N};
 const uint KV_GROUP = ${KV_GROUP};
 const bool CAUSAL = ${CAUSAL};
 const int CAUSAL_OFFSET = ${CAUSAL_OFFSET};  // keys > row + offset are masked
-const bool HAS_MASK = ${HAS_MASK};  // an additive mask (batch, N_Q, N_K), read per key
+const bool HAS_MASK = ${HAS_MASK};  // an additive mask (batch, n_q, n_k), read per key
 const float QK_SCALE = ${QK_SCALE};  // scale * log2(e)
 const float LOG2E = 1.4426950408889634;
 const float LOWEST = -3.4028234663852886e38;
@@ -45,11 +46,13 @@ uint m_offset(uint batch, uint row, uint col) { return ${M_VIEW}; }
 uint o_offset(uint batch, uint row, uint col) { return ${O_VIEW}; }
 
 void main() {
+  n_q = ${N_Q};
+  n_k = ${N_K};
   uint batch = gl_WorkGroupID.y;
   uint kv_batch = batch / KV_GROUP;
   uint first_row = gl_WorkGroupID.x * BLOCK_M;
   uint row = first_row + gl_LocalInvocationID.x;
-  bool live = row < N_Q;
+  bool live = row < n_q;
 
   float q[D];
   float acc[DV];
@@ -62,20 +65,20 @@ void main() {
   float m_i = LOWEST;
   float l_i = 0.0;
 
-  uint hi = N_K;
+  uint hi = n_k;
   if (CAUSAL) {  // the same for the whole workgroup: the barriers below stay uniform
-    int last = int(min(first_row + BLOCK_M, N_Q)) + CAUSAL_OFFSET;
-    hi = uint(clamp(last, 0, int(N_K)));
+    int last = int(min(first_row + BLOCK_M, n_q)) + CAUSAL_OFFSET;
+    hi = uint(clamp(last, 0, int(n_k)));
   }
   for (uint start = 0; start < hi; start += BLOCK_N) {
     barrier();
     for (uint i = gl_LocalInvocationID.x; i < BLOCK_N * D; i += BLOCK_M) {
       uint key = start + i / D;
-      k_tile[i / D][i % D] = key < N_K ? float(k_buffer[k_offset(kv_batch, key, i % D)]) : 0.0;
+      k_tile[i / D][i % D] = key < n_k ? float(k_buffer[k_offset(kv_batch, key, i % D)]) : 0.0;
     }
     for (uint i = gl_LocalInvocationID.x; i < BLOCK_N * DV; i += BLOCK_M) {
       uint key = start + i / DV;
-      v_tile[i / DV][i % DV] = key < N_K ? float(v_buffer[v_offset(kv_batch, key, i % DV)]) : 0.0;
+      v_tile[i / DV][i % DV] = key < n_k ? float(v_buffer[v_offset(kv_batch, key, i % DV)]) : 0.0;
     }
     barrier();
 
@@ -89,7 +92,7 @@ void main() {
       }
       x *= QK_SCALE;
       x = ${SCORE};
-      bool visible = live && key < N_K;
+      bool visible = live && key < n_k;
       if (CAUSAL) {
         visible = visible && int(key) <= int(row) + CAUSAL_OFFSET;
       }

@@ -112,7 +112,7 @@ class Spec:
     def pointers(self) -> list[str]:
         """The kernel's pointer parameters, in order (IREE binds them in this order)."""
         masks = [f"L{i}" for i in range(len(self.mask_inputs))] if self.mask_expr else ["Mask"]
-        sizes = ["Sizes"] if self.target == "cuda" else []
+        sizes = ["Sizes"] if self.target == "cuda" or self.dynamic else []
         return ["Q", "K", "V", *masks, *sizes, "Out"]
 
     @property

@@ -1,9 +1,10 @@
 """FlashAttention-2 kernels for Vulkan: ``attention.comp`` specialised to a Spec, as SPIR-V.
 
 The GLSL template (next to this file) takes the same Spec as the CUDA kernel, with
-target "vulkan": element types (f16 or f32), sizes, head dims, the strided views of Q,
-K, V, a read mask and the output, the causal offset, the GQA ratio and the score
-region when it is plain arithmetic. ``glslangValidator`` (Debian/Ubuntu:
+target "vulkan": element types (f16 or f32), sizes (sequence lengths static, or read
+from a sizes binding), head dims, the strided views of Q, K, V, a read mask and the
+output, the causal offset, the GQA ratio and the score region when it is plain
+arithmetic. ``glslangValidator`` (Debian/Ubuntu:
 ``glslang-tools``; the Vulkan SDK) compiles it to SPIR-V on the compiling machine;
 binaries are cached by content hash like the CUDA kernels.
 """
@@ -24,10 +25,15 @@ from fusion_compiler.errors import FusionCompilerError
 from fusion_compiler.kernels.attention import Kernel, Spec, View, cache_dir
 
 TEMPLATE = Path(__file__).with_name("attention.comp")
+# a dynamic spec reads (n_q, n_k) from a binding before the output's
+_SIZES_BINDING = (
+    "layout(set = 0, binding = 4) readonly buffer BindingSizes { int sizes_buffer[]; };"
+)
 COMPILER = "glslangValidator"
 WORKGROUP = 64  # query rows per workgroup, one per invocation
 _GLSL_TYPES = {"f16": "float16_t", "f32": "float"}
 _ARITHMETIC = re.compile(r"[x0-9.eE+\-*/() ]+")  # a score region GLSL reads as Triton does
+_LENGTHS = re.compile(r"[0-9n_qk* ]+")  # a stride expression of n_q and n_k
 _MAX_ELEMENTS = 2**32  # offsets are 32-bit
 
 
@@ -46,19 +52,19 @@ def tiles(d: int, dv: int) -> dict[str, int]:
 def unsupported(spec: Spec, sizes: list[list[int]]) -> str | None:
     """Why the Vulkan kernel cannot take ``spec`` (None: it can). ``sizes``: the shapes
     of the tensors the kernel reads and writes."""
-    if spec.dynamic:
-        return "a dynamic sequence length (the Vulkan kernel is static)"
     if spec.dtype not in _GLSL_TYPES or (spec.out_dtype or spec.dtype) not in _GLSL_TYPES:
         return f"{spec.out_dtype or spec.dtype} (the Vulkan kernel takes f16 and f32)"
     if spec.mask_dtype is not None and spec.mask_dtype not in _GLSL_TYPES:
         return f"a {spec.mask_dtype} mask (the Vulkan kernel takes f16 and f32)"
     if not _ARITHMETIC.fullmatch(spec.score):
         return f"the score region {spec.score!r} is not plain arithmetic"
-    if any(isinstance(s, str) for view in spec.views for s in view):
-        return "a dynamic stride"
+    if any(isinstance(s, str) and not _LENGTHS.fullmatch(s) for v in spec.views for s in v):
+        return "a dynamic stride other than a product of sequence lengths"
     if max(spec.d, spec.dv) > 256:
         return f"head dim {max(spec.d, spec.dv)} above 256"
     for shape in sizes:
+        if any(n < 0 for n in shape):  # dynamic: its size is not known here
+            continue
         elements = 1
         for n in shape:
             elements *= n
@@ -67,10 +73,17 @@ def unsupported(spec: Spec, sizes: list[list[int]]) -> str | None:
     return None
 
 
+def _uint(stride) -> str:
+    """A stride in GLSL: a number as an unsigned literal, or an expression of the uint
+    globals n_q and n_k with its numbers made unsigned."""
+    unsigned = re.sub(r"([0-9]+)", r"\1u", str(stride))
+    return f"({unsigned})"
+
+
 def _view(view: View) -> str:
-    sb, sh, h, sr, sc = view
-    batch = f"batch * {sb}u" if h == 1 else f"(batch / {h}u) * {sb}u + (batch % {h}u) * {sh}u"
-    return f"{batch} + row * {sr}u + col * {sc}u"
+    sb, sh, h, sr, sc = (_uint(s) if i != 2 else s for i, s in enumerate(view))
+    batch = f"batch * {sb}" if h == 1 else f"(batch / {h}u) * {sb} + (batch % {h}u) * {sh}"
+    return f"{batch} + row * {sr} + col * {sc}"
 
 
 def source_of(spec: Spec) -> str:
@@ -81,8 +94,10 @@ def source_of(spec: Spec) -> str:
         Q_TYPE=element,
         MASK_TYPE=_GLSL_TYPES[spec.mask_dtype] if spec.mask_dtype else element,
         OUT_TYPE=_GLSL_TYPES[spec.out_dtype or spec.dtype],
-        N_Q=f"{spec.n_q}u",
-        N_K=f"{spec.n_k}u",
+        N_Q="uint(sizes_buffer[0])" if spec.dynamic else f"{spec.n_q}u",
+        N_K="uint(sizes_buffer[1])" if spec.dynamic else f"{spec.n_k}u",
+        SIZES_BINDING=_SIZES_BINDING if spec.dynamic else "",
+        OUT_BINDING=5 if spec.dynamic else 4,
         D=f"{spec.d}u",
         DV=f"{spec.dv}u",
         BLOCK_M=spec.block_m,
