@@ -262,6 +262,34 @@ def test_mask_computed_in_the_kernel_from_its_producers(mask: str) -> None:
     assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
 
 
+@pytest.mark.parametrize("mask", ["alibi", "causal-tril"])
+def test_computed_mask_with_gqa_heads_packed(mask: str) -> None:
+    """Decoding-like shapes with GQA: the rows of 4 heads share a row block, so the
+    computed mask is evaluated with a different head per row."""
+    torch.manual_seed(0)
+    b, h, hkv, nq, nk, d = 1, 8, 2, 3, 700, 32
+    model = Attention(h, nq, nk, d, mask=mask, gqa="repeat_kv", kv_heads=hkv, upcast=True)
+    model = model.eval()
+    q = torch.randn(b, h, nq, d).to(F16)
+    k, v = (torch.randn(b, hkv, nk, d).to(F16) for _ in range(2))
+    fused = fc.compile(
+        model, example_args=(q, k, v), target="cuda", cuda_arch="sm_90", compile_to="fused"
+    )
+    spec, shapes = _dispatch_inputs(fused)
+    assert spec.pack_gqa and spec.kv_group == 4 and spec.mask_expr
+    tensors = {t.numel(): t for t in [*model.buffers(), *model.parameters()]}
+    leaves = []
+    for shape, pointer in zip(shapes[3:], spec.mask_inputs, strict=False):
+        source = tensors[math.prod(shape)].detach().reshape(shape)
+        leaves.append(source.to(torch.int8) if pointer in ("*i8", "*i1") else source.float())
+    got = run_interpreted(
+        spec, q.reshape(b * h, nq, d), k.reshape(-1, nk, d), v.reshape(-1, nk, d), mask=leaves
+    )
+    with torch.no_grad():
+        want = model.double()(q.double(), k.double(), v.double())
+    assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
+
+
 def test_padding_mask_input_read_per_key() -> None:
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 2, n, 16).to(F16) for n in (19, 23, 23))
