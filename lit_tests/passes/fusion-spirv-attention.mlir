@@ -63,3 +63,32 @@ func.func @softcap(%q: tensor<2x16x32xf32>, %k: tensor<2x16x32xf32>, %v: tensor<
 }
 // CHECK-LABEL: func.func @softcap(
 // CHECK: iree_linalg_ext.attention
+
+// -----
+
+// Dynamic sequence lengths: the kernel reads (n_q, n_k) from a sizes binding before the
+// output's, and the grid's x is the 64-row blocks of n_q, the dispatch's workload.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+func.func @dynamic(%q: tensor<4x?x64xf32>, %k: tensor<4x?x64xf32>, %v: tensor<4x?x64xf32>) -> tensor<4x?x64xf32> {
+  %scale = arith.constant 0.125 : f32
+  %c1 = arith.constant 1 : index
+  %n = tensor.dim %q, %c1 : tensor<4x?x64xf32>
+  %e = tensor.empty(%n) : tensor<4x?x64xf32>
+  // expected-remark @below {{attention lowered to a generated Vulkan kernel (f32, D=64, 64 rows x 32 keys)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #o]}>
+      ins(%q, %k, %v, %scale : tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, f32)
+      outs(%e : tensor<4x?x64xf32>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<4x?x64xf32>
+  return %o : tensor<4x?x64xf32>
+}
+// CHECK: hal.executable.export public @main ordinal(0) layout(#pipeline{{.*}}) count(%{{.*}}: !hal.device, %[[N:.+]]: index)
+// CHECK: arith.addi %[[N]]
+// CHECK-LABEL: func.func @dynamic(
+// CHECK: %[[SIZES:.+]] = tensor.from_elements {{.*}} : tensor<2xi32>
+// CHECK: flow.dispatch @fusion_spirv_attention_0::@main[%[[NQ:.+]]](%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[SIZES]]) {{.*}} -> tensor<4x?x64xf32>{%[[NQ]]}
