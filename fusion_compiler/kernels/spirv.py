@@ -4,9 +4,9 @@ The GLSL template (next to this file) takes the same Spec as the CUDA kernel, wi
 target "vulkan": element types (f16 or f32), sizes (sequence lengths static, or read
 from a sizes binding), head dims, the strided views of Q, K, V, a read mask and the
 output, the causal offset, the GQA ratio and the score region when it is plain
-arithmetic. ``glslangValidator`` (Debian/Ubuntu:
-``glslang-tools``; the Vulkan SDK) compiles it to SPIR-V on the compiling machine;
-binaries are cached by content hash like the CUDA kernels.
+arithmetic. ``glslangValidator`` (Debian/Ubuntu: ``glslang-tools``; the Vulkan SDK)
+compiles it to SPIR-V on the compiling machine; binaries are cached by content hash
+like the CUDA kernels.
 """
 
 from __future__ import annotations
