@@ -3,14 +3,14 @@
 IREE 3.13's SPIR-V code generation cannot lower ``iree_linalg_ext.attention``, and our
 online-softmax loop nest reaches Vulkan only as host-side loops of dispatches. This
 pass gives each attention one dispatch of a FlashAttention-2 compute shader generated
-for it (``fusion_compiler/kernels/attention.comp``): specialised to its element types
-(f16, f32), sizes, head dims, the causal offset proven from its mask (the mask dropped,
-key blocks past the diagonal skipped), any other mask (read per key), the GQA ratio, a
-plain-arithmetic score region, static or dynamic sequence lengths, and strided views of
-every operand (head split and merge transposes, a transposed K and an output cast are
-folded in, as on CUDA).
-Compiled to SPIR-V with glslangValidator and embedded as a ``hal.executable.source``.
-An op it cannot take stays (decomposed later in the Vulkan pipeline), with a remark.
+for it (``fusion_compiler/kernels/attention.comp``), specialised to its element types
+(f16, f32), sizes (static or dynamic sequence lengths), head dims, the causal offset
+proven from its mask (the mask dropped, key blocks past the diagonal skipped), any other
+mask (read per key), the GQA ratio, the score region (the CUDA kernel's Triton
+expression translated to GLSL) and strided views of every operand (head split and merge
+transposes, a transposed K and an output cast are folded in, as on CUDA). Compiled to
+SPIR-V with glslangValidator and embedded as a ``hal.executable.source``. An op it
+cannot take stays (decomposed later in the Vulkan pipeline), with a remark.
 """
 
 from __future__ import annotations

@@ -39,6 +39,18 @@ const float LOWEST = -3.4028234663852886e38;
 shared float k_tile[BLOCK_N][D];
 shared float v_tile[BLOCK_N][DV];
 
+// the functions of score regions, named as the CUDA kernel's Triton expressions name them
+float tl_abs(float v) { return abs(v); }
+float tl_exp(float v) { return exp(v); }
+float tl_exp2(float v) { return exp2(v); }
+float tl_log(float v) { return log(v); }
+float tl_log2(float v) { return log2(v); }
+float tl_sqrt(float v) { return sqrt(v); }
+float tl_sigmoid(float v) { return 1.0 / (1.0 + exp(-v)); }
+float tl_maximum(float a, float b) { return max(a, b); }
+float tl_minimum(float a, float b) { return min(a, b); }
+float tl_where(bool c, float a, float b) { return c ? a : b; }
+
 uint q_offset(uint batch, uint row, uint col) { return ${Q_VIEW}; }
 uint k_offset(uint batch, uint row, uint col) { return ${K_VIEW}; }
 uint v_offset(uint batch, uint row, uint col) { return ${V_VIEW}; }

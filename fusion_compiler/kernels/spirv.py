@@ -3,8 +3,8 @@
 The GLSL template (next to this file) takes the same Spec as the CUDA kernel, with
 target "vulkan": element types (f16 or f32), sizes (sequence lengths static, or read
 from a sizes binding), head dims, the strided views of Q, K, V, a read mask and the
-output, the causal offset, the GQA ratio and the score region when it is plain
-arithmetic. ``glslangValidator`` (Debian/Ubuntu: ``glslang-tools``; the Vulkan SDK)
+output, the causal offset, the GQA ratio and the score region (its Triton expression
+translated to GLSL). ``glslangValidator`` (Debian/Ubuntu: ``glslang-tools``; the Vulkan SDK)
 compiles it to SPIR-V on the compiling machine; binaries are cached by content hash
 like the CUDA kernels.
 """
@@ -32,7 +32,21 @@ _SIZES_BINDING = (
 COMPILER = "glslangValidator"
 WORKGROUP = 64  # query rows per workgroup, one per invocation
 _GLSL_TYPES = {"f16": "float16_t", "f32": "float"}
-_ARITHMETIC = re.compile(r"[x0-9.eE+\-*/() ]+")  # a score region GLSL reads as Triton does
+# The score region's Triton expression in GLSL: its functions become the tl_* helpers
+# of the template; beyond them only x, numbers, operators and comparisons.
+_SCORE_FUNCTIONS = (
+    "abs",
+    "exp",
+    "exp2",
+    "log",
+    "log2",
+    "sqrt",
+    "sigmoid",
+    "maximum",
+    "minimum",
+    "where",
+)
+_SCORE_TOKENS = re.compile(r"tl_[a-z0-9]+|x|[0-9.eE]+|[-+*/(),<>=! ]+")
 _LENGTHS = re.compile(r"[0-9n_qk* ]+")  # a stride expression of n_q and n_k
 _MAX_ELEMENTS = 2**32  # offsets are 32-bit
 
@@ -56,8 +70,8 @@ def unsupported(spec: Spec, sizes: list[list[int]]) -> str | None:
         return f"{spec.out_dtype or spec.dtype} (the Vulkan kernel takes f16 and f32)"
     if spec.mask_dtype is not None and spec.mask_dtype not in _GLSL_TYPES:
         return f"a {spec.mask_dtype} mask (the Vulkan kernel takes f16 and f32)"
-    if not _ARITHMETIC.fullmatch(spec.score):
-        return f"the score region {spec.score!r} is not plain arithmetic"
+    if glsl_score(spec.score) is None:
+        return f"the score region {spec.score!r} has no GLSL translation here"
     if any(isinstance(s, str) and not _LENGTHS.fullmatch(s) for v in spec.views for s in v):
         return "a dynamic stride other than a product of sequence lengths"
     if max(spec.d, spec.dv) > 256:
@@ -71,6 +85,18 @@ def unsupported(spec: Spec, sizes: list[list[int]]) -> str | None:
         if elements >= _MAX_ELEMENTS:
             return "a tensor of 2^32 elements or more"
     return None
+
+
+def glsl_score(score: str) -> str | None:
+    """The score region (a Triton expression of ``x``) as GLSL, None where it uses
+    something the template's helpers do not cover (a cast, a load)."""
+    text = score.replace("tl.math.", "tl_").replace("tl.", "tl_")
+    functions = re.findall(r"tl_([a-z0-9]+)", text)
+    if any(f not in _SCORE_FUNCTIONS for f in functions):
+        return None
+    if "".join(_SCORE_TOKENS.findall(text)) != text:
+        return None
+    return text
 
 
 def _uint(stride) -> str:
@@ -107,7 +133,7 @@ def source_of(spec: Spec) -> str:
         CAUSAL_OFFSET=spec.causal_offset or 0,
         HAS_MASK="true" if spec.mask_dtype is not None else "false",
         QK_SCALE=repr(spec.qk_scale),
-        SCORE=spec.score,
+        SCORE=glsl_score(spec.score),
         Q_VIEW=_view(q_view),
         K_VIEW=_view(k_view),
         V_VIEW=_view(v_view),
