@@ -3,7 +3,7 @@
 On the CPU machine:
     .venv/bin/python benchmarks/gpu_variants.py build/gpu_variants [CUDA_ARCH | vulkan]
 writes one module per variant (fp16 and bf16, target="cuda", default cuda_arch sm_90:
-generated kernels; with "vulkan": fp16 and fp32, target="vulkan", generated SPIR-V
+generated kernels; with "vulkan": fp16, bf16 and fp32, target="vulkan", generated SPIR-V
 kernels, static shapes only) with its model weights and an index; on the GPU machine
     FUSION_GPU_MODULES=build/gpu_variants python3 -m pytest -q -m gpu tests/test_gpu_variants.py
 runs each on fresh inputs against PyTorch in float64.
@@ -74,7 +74,7 @@ DYNAMIC = {
 LENGTHS = (77, 1000, 4099)
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 # the element types each target's kernels take
-TARGET_DTYPES = {"cuda": ("f16", "bf16"), "vulkan": ("f16", "f32")}
+TARGET_DTYPES = {"cuda": ("f16", "bf16"), "vulkan": ("f16", "bf16", "f32")}
 
 
 def inputs(shape: tuple[int, ...], dtype: torch.dtype, device: str = "cpu") -> tuple:

@@ -4,7 +4,7 @@ IREE 3.13's SPIR-V code generation cannot lower ``iree_linalg_ext.attention``, a
 online-softmax loop nest reaches Vulkan only as host-side loops of dispatches. This
 pass gives each attention one dispatch of a FlashAttention-2 compute shader generated
 for it (``fusion_compiler/kernels/attention.comp``), specialised to its element types
-(f16, f32), sizes (static or dynamic sequence lengths), head dims, the causal offset
+(f16, bf16, f32), sizes (static or dynamic sequence lengths), head dims, the causal offset
 proven from its mask (the mask dropped, key blocks past the diagonal skipped), any other
 mask (read per key), the GQA ratio, the score region (the CUDA kernel's Triton
 expression translated to GLSL) and strided views of every operand (head split and merge
@@ -49,7 +49,7 @@ def _lower(op: ir.Operation, symbol: str) -> None:
     d = ir.RankedTensorType(op.operands[0].type).shape[2]
     dv = ir.RankedTensorType(op.operands[2].type).shape[2]
     plan = kernel_dispatch.plan_kernel(
-        op, form, spirv.tiles(d, dv), target="vulkan", dtypes=("f16", "f32")
+        op, form, spirv.tiles(d, dv), target="vulkan", dtypes=("f16", "bf16", "f32")
     )
     if isinstance(plan, str):
         return leave(plan)

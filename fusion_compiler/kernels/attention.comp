@@ -12,6 +12,7 @@
 #version 450
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+${EXTENSIONS}
 
 layout(local_size_x = ${BLOCK_M}, local_size_y = 1, local_size_z = 1) in;
 
@@ -38,6 +39,12 @@ const float LOWEST = -3.4028234663852886e38;
 
 shared float k_tile[BLOCK_N][D];
 shared float v_tile[BLOCK_N][DV];
+
+// element types to and from float (bf16: the upper half of a float's bits, kept in a
+// uint16_t; stored rounded to nearest even)
+float to_float(float v) { return v; }
+float to_float(float16_t v) { return float(v); }
+${CONVERSIONS}
 
 // the functions of score regions, named as the CUDA kernel's Triton expressions name them
 float tl_abs(float v) { return abs(v); }
@@ -69,7 +76,7 @@ void main() {
   float q[D];
   float acc[DV];
   for (uint d = 0; d < D; ++d) {
-    q[d] = live ? float(q_buffer[q_offset(batch, row, d)]) : 0.0;
+    q[d] = live ? to_float(q_buffer[q_offset(batch, row, d)]) : 0.0;
   }
   for (uint d = 0; d < DV; ++d) {
     acc[d] = 0.0;
@@ -86,11 +93,11 @@ void main() {
     barrier();
     for (uint i = gl_LocalInvocationID.x; i < BLOCK_N * D; i += BLOCK_M) {
       uint key = start + i / D;
-      k_tile[i / D][i % D] = key < n_k ? float(k_buffer[k_offset(kv_batch, key, i % D)]) : 0.0;
+      k_tile[i / D][i % D] = key < n_k ? to_float(k_buffer[k_offset(kv_batch, key, i % D)]) : 0.0;
     }
     for (uint i = gl_LocalInvocationID.x; i < BLOCK_N * DV; i += BLOCK_M) {
       uint key = start + i / DV;
-      v_tile[i / DV][i % DV] = key < n_k ? float(v_buffer[v_offset(kv_batch, key, i % DV)]) : 0.0;
+      v_tile[i / DV][i % DV] = key < n_k ? to_float(v_buffer[v_offset(kv_batch, key, i % DV)]) : 0.0;
     }
     barrier();
 
@@ -109,7 +116,7 @@ void main() {
         visible = visible && int(key) <= int(row) + CAUSAL_OFFSET;
       }
       if (HAS_MASK && visible) {
-        x += float(mask_buffer[m_offset(batch, row, key)]) * LOG2E;
+        x += to_float(mask_buffer[m_offset(batch, row, key)]) * LOG2E;
       }
       s[j] = visible ? x : uintBitsToFloat(0xff800000u);  // -inf
       m_new = max(m_new, s[j]);
@@ -130,7 +137,7 @@ void main() {
   }
   if (live) {
     for (uint d = 0; d < DV; ++d) {
-      out_buffer[o_offset(batch, row, d)] = ${OUT_TYPE}(acc[d] / l_i);
+      out_buffer[o_offset(batch, row, d)] = to_out(acc[d] / l_i);
     }
   }
 }

@@ -1,7 +1,7 @@
 """FlashAttention-2 kernels for Vulkan: ``attention.comp`` specialised to a Spec, as SPIR-V.
 
 The GLSL template (next to this file) takes the same Spec as the CUDA kernel, with
-target "vulkan": element types (f16 or f32), sizes (sequence lengths static, or read
+target "vulkan": element types (f16, bf16 or f32), sizes (sequence lengths static, or read
 from a sizes binding), head dims, the strided views of Q, K, V, a read mask and the
 output, the causal offset, the GQA ratio and the score region (its Triton expression
 translated to GLSL). ``glslangValidator`` (Debian/Ubuntu: ``glslang-tools``; the Vulkan SDK)
@@ -31,7 +31,19 @@ _SIZES_BINDING = (
 )
 COMPILER = "glslangValidator"
 WORKGROUP = 64  # query rows per workgroup, one per invocation
-_GLSL_TYPES = {"f16": "float16_t", "f32": "float"}
+_GLSL_TYPES = {"f16": "float16_t", "f32": "float", "bf16": "uint16_t"}
+_BF16_EXTENSION = "#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require"
+_BF16_TO_FLOAT = "float to_float(uint16_t v) { return uintBitsToFloat(uint(v) << 16); }"
+_TO_OUT = {
+    "f32": "float to_out(float v) { return v; }",
+    "f16": "float16_t to_out(float v) { return float16_t(v); }",
+    "bf16": (
+        "uint16_t to_out(float v) {\n"
+        "  uint bits = floatBitsToUint(v);\n"
+        "  return uint16_t((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);\n"
+        "}"
+    ),
+}
 # The score region's Triton expression in GLSL: its functions become the tl_* helpers
 # of the template; beyond them only x, numbers, operators and comparisons.
 _SCORE_FUNCTIONS = (
@@ -67,9 +79,9 @@ def unsupported(spec: Spec, sizes: list[list[int]]) -> str | None:
     """Why the Vulkan kernel cannot take ``spec`` (None: it can). ``sizes``: the shapes
     of the tensors the kernel reads and writes."""
     if spec.dtype not in _GLSL_TYPES or (spec.out_dtype or spec.dtype) not in _GLSL_TYPES:
-        return f"{spec.out_dtype or spec.dtype} (the Vulkan kernel takes f16 and f32)"
+        return f"{spec.out_dtype or spec.dtype} (the Vulkan kernel takes f16, bf16 and f32)"
     if spec.mask_dtype is not None and spec.mask_dtype not in _GLSL_TYPES:
-        return f"a {spec.mask_dtype} mask (the Vulkan kernel takes f16 and f32)"
+        return f"a {spec.mask_dtype} mask (the Vulkan kernel takes f16, bf16 and f32)"
     if glsl_score(spec.score) is None:
         return f"the score region {spec.score!r} has no GLSL translation here"
     if any(isinstance(s, str) and not _LENGTHS.fullmatch(s) for v in spec.views for s in v):
@@ -116,10 +128,14 @@ def source_of(spec: Spec) -> str:
     """The GLSL compute shader of ``spec``."""
     q_view, k_view, v_view, m_view, o_view = spec.views
     element = _GLSL_TYPES[spec.dtype]
+    out = spec.out_dtype or spec.dtype
+    bf16 = "bf16" in (spec.dtype, out, spec.mask_dtype)
     return Template(TEMPLATE.read_text()).substitute(
+        EXTENSIONS=_BF16_EXTENSION if bf16 else "",
+        CONVERSIONS="\n".join([*([_BF16_TO_FLOAT] if bf16 else []), _TO_OUT[out]]),
         Q_TYPE=element,
         MASK_TYPE=_GLSL_TYPES[spec.mask_dtype] if spec.mask_dtype else element,
-        OUT_TYPE=_GLSL_TYPES[spec.out_dtype or spec.dtype],
+        OUT_TYPE=_GLSL_TYPES[out],
         N_Q="uint(sizes_buffer[0])" if spec.dynamic else f"{spec.n_q}u",
         N_K="uint(sizes_buffer[1])" if spec.dynamic else f"{spec.n_k}u",
         SIZES_BINDING=_SIZES_BINDING if spec.dynamic else "",

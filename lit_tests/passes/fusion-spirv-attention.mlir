@@ -42,8 +42,8 @@ func.func @plain(%q: tensor<4x100x64xf16>, %k: tensor<4x130x64xf16>, %v: tensor<
 // -----
 
 // A softcap score region (tanh, as the CUDA kernel's expression writes it) is evaluated
-// in the kernel; bf16, which the kernel does not take, stays for the Vulkan pipeline's
-// decomposition, with the reason.
+// in the kernel; a head dim above 256, which the kernel does not take, stays for the
+// Vulkan pipeline's decomposition, with the reason.
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
 #k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
 #v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
@@ -62,21 +62,21 @@ func.func @softcap(%q: tensor<2x16x32xf32>, %k: tensor<2x16x32xf32>, %v: tensor<
   } -> tensor<2x16x32xf32>
   return %o : tensor<2x16x32xf32>
 }
-func.func @bf16(%q: tensor<2x16x32xbf16>, %k: tensor<2x16x32xbf16>, %v: tensor<2x16x32xbf16>) -> tensor<2x16x32xbf16> {
+func.func @wide(%q: tensor<2x16x512xf32>, %k: tensor<2x16x512xf32>, %v: tensor<2x16x512xf32>) -> tensor<2x16x512xf32> {
   %scale = arith.constant 0.125 : f32
-  %e = tensor.empty() : tensor<2x16x32xbf16>
-  // expected-remark @below {{attention left for decomposition on Vulkan: Q, K and V are not all f16 or all f32}}
+  %e = tensor.empty() : tensor<2x16x512xf32>
+  // expected-remark @below {{attention left for decomposition on Vulkan: head dim 512 above 256}}
   %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #o]}>
-      ins(%q, %k, %v, %scale : tensor<2x16x32xbf16>, tensor<2x16x32xbf16>, tensor<2x16x32xbf16>, f32)
-      outs(%e : tensor<2x16x32xbf16>) {
+      ins(%q, %k, %v, %scale : tensor<2x16x512xf32>, tensor<2x16x512xf32>, tensor<2x16x512xf32>, f32)
+      outs(%e : tensor<2x16x512xf32>) {
     ^bb0(%x: f32):
       iree_linalg_ext.yield %x : f32
-  } -> tensor<2x16x32xbf16>
-  return %o : tensor<2x16x32xbf16>
+  } -> tensor<2x16x512xf32>
+  return %o : tensor<2x16x512xf32>
 }
 // CHECK-LABEL: func.func @softcap(
 // CHECK: flow.dispatch @fusion_spirv_attention_0::@main({{.*}}tl.sigmoid
-// CHECK-LABEL: func.func @bf16(
+// CHECK-LABEL: func.func @wide(
 // CHECK: iree_linalg_ext.attention
 
 // -----
