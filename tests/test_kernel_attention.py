@@ -231,6 +231,33 @@ def test_dynamic_sequence_length_one_kernel_two_lengths() -> None:
         assert rel_error(got.reshape(want.shape), want) < BOUND[F16], f"length {length}"
 
 
+def _check_computed_mask(model, shape: tuple[int, ...]):
+    """Compiles ``model`` for sm_90, runs its kernel (which computes the mask from the
+    tensors its producers start from) under the interpreter against PyTorch; the Spec."""
+    b, h, hkv, nq, nk, d = shape
+    q = torch.randn(b, h, nq, d).to(F16)
+    k, v = (torch.randn(b, hkv, nk, d).to(F16) for _ in range(2))
+    fused = fc.compile(
+        model, example_args=(q, k, v), target="cuda", cuda_arch="sm_90", compile_to="fused"
+    )
+    spec, shapes = _dispatch_inputs(fused)
+    assert spec.mask_expr and spec.mask_dtype is None
+    tensors = {t.numel(): t for t in [*model.buffers(), *model.parameters()]}
+    leaves = []
+    for shape_, pointer in zip(shapes[3:], spec.mask_inputs, strict=False):
+        if b > 1:  # with one batch an (H, Nq, Nk) bias is as large as the mask
+            assert math.prod(shape_) < b * h * nq * nk, f"a mask-sized input {shape_}"
+        source = tensors[math.prod(shape_)].detach().reshape(shape_)
+        leaves.append(source.to(torch.int8) if pointer in ("*i8", "*i1") else source.float())
+    got = run_interpreted(
+        spec, q.reshape(b * h, nq, d), k.reshape(-1, nk, d), v.reshape(-1, nk, d), mask=leaves
+    )
+    with torch.no_grad():
+        want = model.double()(q.double(), k.double(), v.double())
+    assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
+    return spec
+
+
 @pytest.mark.parametrize(
     "mask",
     ["causal-tril", "causal-where", "causal-additive", "alibi", "relative-bias", "softcap-causal"],
@@ -239,27 +266,8 @@ def test_mask_computed_in_the_kernel_from_its_producers(mask: str) -> None:
     """No (B·H, Nq, Nk) mask: the kernel evaluates the mask's producers per tile and
     reads only the small tensors they start from (a (Nq, Nk) buffer, (H, Nq, Nk) biases)."""
     torch.manual_seed(0)
-    b, h, nq, nk, d = 2, 2, 77, 150, 32
-    model = Attention(h, nq, nk, d, mask=mask, upcast=True).eval()
-    q = torch.randn(b, h, nq, d).to(F16)
-    k, v = (torch.randn(b, h, nk, d).to(F16) for _ in range(2))
-    fused = fc.compile(
-        model, example_args=(q, k, v), target="cuda", cuda_arch="sm_90", compile_to="fused"
-    )
-    spec, shapes = _dispatch_inputs(fused)
-    assert spec.mask_expr and spec.mask_dtype is None
-    tensors = {t.numel(): t for t in [*model.buffers(), *model.parameters()]}
-    leaves = []
-    for shape, pointer in zip(shapes[3:], spec.mask_inputs, strict=False):
-        assert math.prod(shape) < b * h * nq * nk, f"a mask-sized input {shape}"
-        source = tensors[math.prod(shape)].detach().reshape(shape)
-        leaves.append(source.to(torch.int8) if pointer in ("*i8", "*i1") else source.float())
-    got = run_interpreted(
-        spec, q.reshape(b * h, nq, d), k.reshape(-1, nk, d), v.reshape(-1, nk, d), mask=leaves
-    )
-    with torch.no_grad():
-        want = model.double()(q.double(), k.double(), v.double())
-    assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
+    model = Attention(2, 77, 150, 32, mask=mask, upcast=True).eval()
+    _check_computed_mask(model, (2, 2, 2, 77, 150, 32))
 
 
 @pytest.mark.parametrize("mask", ["alibi", "causal-tril"])
@@ -267,27 +275,9 @@ def test_computed_mask_with_gqa_heads_packed(mask: str) -> None:
     """Decoding-like shapes with GQA: the rows of 4 heads share a row block, so the
     computed mask is evaluated with a different head per row."""
     torch.manual_seed(0)
-    b, h, hkv, nq, nk, d = 1, 8, 2, 3, 700, 32
-    model = Attention(h, nq, nk, d, mask=mask, gqa="repeat_kv", kv_heads=hkv, upcast=True)
-    model = model.eval()
-    q = torch.randn(b, h, nq, d).to(F16)
-    k, v = (torch.randn(b, hkv, nk, d).to(F16) for _ in range(2))
-    fused = fc.compile(
-        model, example_args=(q, k, v), target="cuda", cuda_arch="sm_90", compile_to="fused"
-    )
-    spec, shapes = _dispatch_inputs(fused)
-    assert spec.pack_gqa and spec.kv_group == 4 and spec.mask_expr
-    tensors = {t.numel(): t for t in [*model.buffers(), *model.parameters()]}
-    leaves = []
-    for shape, pointer in zip(shapes[3:], spec.mask_inputs, strict=False):
-        source = tensors[math.prod(shape)].detach().reshape(shape)
-        leaves.append(source.to(torch.int8) if pointer in ("*i8", "*i1") else source.float())
-    got = run_interpreted(
-        spec, q.reshape(b * h, nq, d), k.reshape(-1, nk, d), v.reshape(-1, nk, d), mask=leaves
-    )
-    with torch.no_grad():
-        want = model.double()(q.double(), k.double(), v.double())
-    assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
+    model = Attention(8, 3, 700, 32, mask=mask, gqa="repeat_kv", kv_heads=2, upcast=True)
+    spec = _check_computed_mask(model.eval(), (1, 8, 2, 3, 700, 32))
+    assert spec.pack_gqa and spec.kv_group == 4
 
 
 def test_padding_mask_input_read_per_key() -> None:
