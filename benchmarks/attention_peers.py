@@ -154,15 +154,7 @@ def _iree_system(path: Path):
         kernels = [e for e in profile.events() if e.device_type == device]
         return sum(e.device_time for e in kernels) / REPEATS / 1e3
 
-    def call_ms(inputs: list[tuple]) -> float:
-        times = []
-        for i in range(REPEATS):
-            start = time.perf_counter()
-            function(*inputs[i % len(inputs)])
-            times.append((time.perf_counter() - start) * 1e3)
-        return statistics.median(times)
-
-    timer.call_ms = call_ms
+    timer.call_ms = functools.partial(_wall_ms, function)
     return timer, function
 
 

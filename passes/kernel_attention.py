@@ -39,7 +39,7 @@ def _tiles(op: ir.Operation, options: Options) -> dict[str, int]:
     pass options' overrides."""
     tiles = schedule.read(op)
     if tiles is None:
-        tiles, _ = schedule.choose(op, schedule.shape_class(op, options.arch))
+        tiles = schedule.choose(op, options.arch).tiles  # the op's layout was checked
     return {
         "block_m": options.block_m or tiles.block_m,
         "block_n": options.block_n or tiles.block_n,

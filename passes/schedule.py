@@ -29,40 +29,38 @@ class Options:
     arch: str = "sm_90"
 
 
-def shape_class(op: ir.Operation, arch: str) -> schedules.ShapeClass | None:
-    """The op's shape class, None for a layout the kernel path does not take."""
+@dataclass(frozen=True)
+class Choice:
+    tiles: schedules.Tiles
+    source: str  # "tuned <class>" or "model"
+    shape: schedules.ShapeClass
+
+
+def choose(op: ir.Operation, arch: str, table: dict | None = None) -> Choice | None:
+    """The tiles for ``op``: its shape class's (arch, dtype, padded head dim, causal,
+    key-length bucket), fitted to its sizes (short queries, GQA packing, split-KV); None
+    for a layout the kernel path does not take."""
     form = flash.layout(op, allow_dynamic=True)
     if isinstance(form, str):
         return None
-    q_type = ir.RankedTensorType(op.operands[0].type)
-    dtype = {"f16": "f16", "bf16": "bf16"}.get(str(q_type.element_type), str(q_type.element_type))
-    v_dim = ir.RankedTensorType(op.operands[2].type).shape[2]
-    head_dim = max(linalg_ext.head_dim(op), v_dim)
-    n_k = _key_length(op)
-    if ir.ShapedType.is_dynamic_size(n_k):
-        n_k = 4096  # a dynamic length: the middle bucket
-    return schedules.ShapeClass.of(
-        arch.rstrip("a"), dtype, head_dim, form.causal_offset is not None, n_k
-    )
-
-
-def choose(
-    op: ir.Operation, shape: schedules.ShapeClass, table: dict | None = None
-) -> tuple[schedules.Tiles, str]:
-    """The tiles of ``op``'s class, fitted to its sizes (short queries, split-KV), and
-    where they come from."""
-    tiles, source = schedules.choose(shape, table)
-    (batch, n_q, _), n_k = ir.RankedTensorType(op.operands[0].type).shape, _key_length(op)
+    (batch, n_q, _), element = _shape(op.operands[0]), ir.RankedTensorType(op.operands[0].type)
+    n_k = _shape(op.operands[1])[2 if form.k_transposed else 1]
+    head_dim = max(linalg_ext.head_dim(op), _shape(op.operands[2])[2])
     n_q, n_k = (-1 if ir.ShapedType.is_dynamic_size(n) else n for n in (n_q, n_k))
-    form = flash.layout(op, allow_dynamic=True)
-    group = 1 if isinstance(form, str) else kernel_dispatch.kv_group(op, form)
-    return schedules.fit(tiles, shape.arch, batch, n_q, n_k, group), source
+    shape = schedules.ShapeClass.of(
+        arch.rstrip("a"),
+        str(element.element_type),
+        head_dim,
+        form.causal_offset is not None,
+        n_k if n_k > 0 else 4096,  # a dynamic length: the middle bucket
+    )
+    tiles, source = schedules.choose(shape, table)
+    group = kernel_dispatch.kv_group(op, form)
+    return Choice(schedules.fit(tiles, shape.arch, batch, n_q, n_k, group), source, shape)
 
 
-def _key_length(op: ir.Operation) -> int:
-    form = flash.layout(op, allow_dynamic=True)
-    k_transposed = not isinstance(form, str) and form.k_transposed
-    return ir.RankedTensorType(op.operands[1].type).shape[2 if k_transposed else 1]
+def _shape(value: ir.Value) -> list[int]:
+    return list(ir.RankedTensorType(value.type).shape)
 
 
 def read(op: ir.Operation) -> schedules.Tiles | None:
@@ -86,10 +84,10 @@ def run(module: ir.Operation, options: Options) -> None:
     table = schedules.load_table()
     with module.context, module.location:
         for op in linalg_ext.find_all(module):
-            shape = shape_class(op, options.arch)
-            if shape is None:
+            choice = choose(op, options.arch, table)
+            if choice is None:
                 continue
-            tiles, source = choose(op, shape, table)
+            tiles, source, shape = choice.tiles, choice.source, choice.shape
             schedule_attention(op, tiles)
             split = f", split-KV {tiles.splits}" if tiles.splits > 1 else ""
             split += ", GQA heads packed" if tiles.pack_gqa else ""

@@ -195,6 +195,14 @@ def cache_dir() -> Path:
     return Path(root) / "kernels"
 
 
+def cache_entry(source: str, spec: Spec, entry: str, prefix: str = "") -> tuple[str, Path]:
+    """(content hash, cache folder) of one kernel: its generated source, its Spec and
+    which of the source's kernels it is."""
+    options = json.dumps(asdict(spec), sort_keys=True) + entry
+    key = hashlib.sha256((source + options).encode()).hexdigest()
+    return key, cache_dir() / f"{prefix}{key[:24]}"
+
+
 def padded(n: int) -> int:
     """A head dim padded to the power of two (at least 16) the kernel's tiles use."""
     return 1 << max(4, (n - 1).bit_length())
@@ -220,9 +228,7 @@ def compile_kernel(spec: Spec, entry: str = "attention") -> Kernel:
     """The cubin of ``spec``'s ``entry`` kernel (``attention``, or ``combine`` after a
     split-KV attention), from the cache when the same kernel was built before."""
     source = source_of(spec)
-    options = json.dumps(asdict(spec), sort_keys=True) + entry
-    key = hashlib.sha256((source + options).encode()).hexdigest()
-    directory = cache_dir() / key[:24]
+    key, directory = cache_entry(source, spec, entry)
     meta_path, cubin_path = directory / "kernel.json", directory / "kernel.cubin"
     if meta_path.exists() and cubin_path.exists():
         meta = json.loads(meta_path.read_text())

@@ -11,18 +11,15 @@ like the CUDA kernels.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
 from string import Template
 
 from fusion_compiler.errors import FusionCompilerError
-from fusion_compiler.kernels.attention import Kernel, Spec, View, cache_dir
+from fusion_compiler.kernels.attention import Kernel, Spec, View, cache_entry
 
 TEMPLATE = Path(__file__).with_name("attention.comp")
 # a dynamic spec reads (n_q, n_k) from a binding before the output's
@@ -166,8 +163,7 @@ def compiler() -> str | None:
 def compile_kernel(spec: Spec) -> Kernel:
     """The SPIR-V of ``spec`` (from the cache when the same kernel was built before)."""
     source = source_of(spec)
-    key = hashlib.sha256((source + json.dumps(asdict(spec), sort_keys=True)).encode()).hexdigest()
-    directory = cache_dir() / f"spirv-{key[:24]}"
+    key, directory = cache_entry(source, spec, "main", prefix="spirv-")
     binary = directory / "kernel.spv"
     if not binary.exists():
         tool = compiler()
