@@ -121,3 +121,27 @@ def test_dynamic_sequence_length_one_kernel_three_lengths() -> None:
             want = model.double()(*(x.double() for x in fresh))
         model.half()
         assert rel_error(run(*fresh), want) < BOUND[torch.float16], f"length {length}"
+
+
+def test_kernel_compiler_missing_says_what_to_install(monkeypatch, tmp_path) -> None:
+    """Called directly (the pass checks first and leaves the op with a remark)."""
+    monkeypatch.setattr(spirv, "compiler", lambda: None)
+    monkeypatch.setenv("FUSION_COMPILER_CACHE", str(tmp_path))  # nothing cached
+    view = (64 * 32, 0, 1, 32, 1)
+    spec = spirv.Spec(
+        dtype="f32",
+        mask_dtype=None,
+        batch=1,
+        n_q=64,
+        n_k=64,
+        d=32,
+        dv=32,
+        views=(view,) * 5,
+        causal_offset=None,
+        qk_scale=0.25,
+        score="x",
+        target="vulkan",
+        **spirv.tiles(32, 32),
+    )
+    with pytest.raises(fc.FusionCompilerError, match="apt install glslang-tools"):
+        spirv.compile_kernel(spec)
