@@ -10,6 +10,7 @@ the cases here are fp16.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import subprocess
@@ -106,8 +107,9 @@ def _compile_spec(model, inputs):
     return _dispatch_inputs(fused)[0]
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_generated_kernel_matches_pytorch(name) -> None:
+def _check_case(name: str, **overrides) -> None:
+    """Compiles CASES[name] for sm_90, checks its Spec, runs the kernel (with the Spec's
+    fields in ``overrides`` replaced) under the interpreter against PyTorch."""
     options, (b, h, hkv, nq, nk, d), dtype, expected = CASES[name]
     torch.manual_seed(0)
     model = Attention(h, nq, nk, d, **options).eval()
@@ -116,6 +118,7 @@ def test_generated_kernel_matches_pytorch(name) -> None:
     spec = _compile_spec(model, (q, k, v))
     for field, value in expected.items():
         assert getattr(spec, field) == value, f"{field}: {getattr(spec, field)} != {value}"
+    spec = dataclasses.replace(spec, **overrides)
     # the kernel's operands: heads folded into the batch, K/V heads as the model has them
     # when the group broadcast was folded in, repeated otherwise
     repeat = h // hkv // spec.kv_group
@@ -124,6 +127,18 @@ def test_generated_kernel_matches_pytorch(name) -> None:
     with torch.no_grad():
         want = model.double()(q.double(), k.double(), v.double())
     assert rel_error(got.reshape(want.shape), want) < BOUND[dtype]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_generated_kernel_matches_pytorch(name) -> None:
+    _check_case(name)
+
+
+@pytest.mark.parametrize("name", ["causal_iota", "gqa_repeat_kv"])
+def test_persistent_programs_take_every_tile_once(name) -> None:
+    """Causal row blocks of every batch longest first, shared by 3 persistent programs
+    in snake order (rounds of both directions, a last round only partly taken)."""
+    _check_case(name, persistent=3)
 
 
 def test_f32_attention_stays_with_iree_and_says_why() -> None:

@@ -21,7 +21,7 @@ from fusion_compiler.errors import FusionCompilerError
 _TEMPLATE = Path(__file__).with_name("flash_template.py")
 _SCORE_STUB = "            x = x  # generated: the score region, on base-2 logits\n"
 _TRITON_TYPES = {"f16": "fp16", "bf16": "bf16", "f32": "fp32"}
-_MASK_PARAM = "    Mask,  # generated: mask inputs\n"
+_MASK_PARAM = "Mask,  # generated: mask inputs"
 _MASK_LOAD = (
     "                bias = tl.load(Mask + _m_offsets(batch, rows[:, None], keys[None, :],"
     " n_q, n_k), mask=inside, other=0.0)  # noqa: E501 - generated: mask\n"
@@ -103,6 +103,9 @@ class Spec:
     # decoding with GQA: the rows of the kv_group heads that share K and V in one program,
     # which then reads them once; static n_q only
     pack_gqa: bool = False
+    # persistent programs (causal, static sizes, no split or packing): this many
+    # programs take the (row block, batch) tiles longest first; 0: one tile per program
+    persistent: int = 0
 
     def __post_init__(self) -> None:  # views read back from JSON are lists
         object.__setattr__(self, "views", tuple(tuple(v) for v in self.views))
@@ -125,6 +128,8 @@ class Spec:
         return self.grid_for(self.n_q)
 
     def grid_for(self, n_q: int) -> tuple[int, int, int]:
+        if self.persistent:
+            return (self.persistent, 1, 1)
         group = self.kv_group if self.pack_gqa else 1
         return (-(-n_q * group // self.block_m), self.batch // group, self.splits)
 
@@ -172,6 +177,7 @@ class Spec:
             # at 1024)
             "LOOPS": 2 if self.n_k < 0 or self.n_k > 2048 else 1,
             "BATCH": self.batch,
+            "TILES": -(-self.n_q // self.block_m) * self.batch if self.persistent else 0,
         }
 
 
@@ -216,7 +222,7 @@ def source_of(spec: Spec) -> str:
         raise RuntimeError(f"{_TEMPLATE} lost a generated line")
     text = text.replace(_SCORE_STUB, f"            x = {spec.score}\n")
     if spec.mask_expr is not None:
-        inputs = "".join(f"    L{i},\n" for i in range(len(spec.mask_inputs)))
+        inputs = " ".join(f"L{i}," for i in range(len(spec.mask_inputs)))
         text = text.replace(_MASK_PARAM, inputs)
         text = text.replace(_MASK_LOAD, f"                bias = {spec.mask_expr}\n")
     for name, view in zip("QKVMO", spec.views, strict=True):

@@ -65,27 +65,87 @@ def attention(
     GROUP: tl.constexpr,  # KV_GROUP to pack the rows of the heads sharing K/V, else 1
     LOOPS: tl.constexpr,  # 2: the key blocks that need an element mask in a second loop
     BATCH: tl.constexpr,
+    TILES: tl.constexpr,  # > 0: persistent programs share these (row block, batch) tiles
 ):
-    if CAUSAL:  # the longest row blocks first, so the last programs to start are short
-        start_m = tl.num_programs(0) - 1 - tl.program_id(0)
-    else:
-        start_m = tl.program_id(0)
-    # GROUP > 1: the rows of one query row's heads side by side (packed row r: query row
-    # r // GROUP of head r % GROUP of the group), so K and V are read once per group
-    packed = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rows = packed // GROUP
-    if GROUP > 1:  # batch: a column, one head per row
-        kv_batch = tl.program_id(1).to(tl.int64)
-        batch = (kv_batch * KV_GROUP + packed % KV_GROUP)[:, None]
-    else:
-        batch = tl.program_id(1).to(tl.int64)
-        kv_batch = batch // KV_GROUP
     if DYNAMIC:
         n_q = tl.load(Sizes)
         n_k = tl.load(Sizes + 1)
     else:
         n_q = N_Q
         n_k = N_K
+    if TILES > 0:
+        # persistent (causal, static sizes): tile t is row block M - 1 - t // BATCH of
+        # batch t % BATCH, so the longest rows come first over all batches; the programs
+        # take them in a snake order (round r: program p takes r * P + p, or P - 1 - p on
+        # odd rounds), which evens out the total each program does
+        programs = tl.num_programs(0)
+        for round in range(0, tl.cdiv(TILES, programs)):
+            if round % 2 == 0:
+                tile = round * programs + tl.program_id(0)
+            else:
+                tile = round * programs + programs - 1 - tl.program_id(0)
+            if tile < TILES:
+                start_m = TILES // BATCH - 1 - tile // BATCH
+                _row_block(
+                    Q, K, V,
+                    Mask,  # generated: mask inputs
+                    Out, start_m, tile % BATCH, 0, n_q, n_k,
+                    QK_SCALE, N_Q, D, D_PAD, DV, DV_PAD, CAUSAL, CAUSAL_OFFSET, HAS_MASK,
+                    KV_GROUP, BLOCK_M, BLOCK_N, SPLITS, GROUP, LOOPS, BATCH,
+                )  # fmt: skip
+    else:
+        if CAUSAL:  # the longest row blocks first, so the last programs to start are short
+            start_m = tl.num_programs(0) - 1 - tl.program_id(0)
+        else:
+            start_m = tl.program_id(0)
+        _row_block(
+            Q, K, V,
+            Mask,  # generated: mask inputs
+            Out, start_m, tl.program_id(1), tl.program_id(2), n_q, n_k,
+            QK_SCALE, N_Q, D, D_PAD, DV, DV_PAD, CAUSAL, CAUSAL_OFFSET, HAS_MASK,
+            KV_GROUP, BLOCK_M, BLOCK_N, SPLITS, GROUP, LOOPS, BATCH,
+        )  # fmt: skip
+
+
+@triton.jit
+def _row_block(
+    Q,
+    K,
+    V,
+    Mask,  # generated: mask inputs
+    Out,
+    start_m,  # the row block
+    program_batch,  # the batch, or with GROUP > 1 the K/V batch
+    split,  # which of the SPLITS key ranges
+    n_q,
+    n_k,
+    QK_SCALE: tl.constexpr,
+    N_Q: tl.constexpr,
+    D: tl.constexpr,
+    D_PAD: tl.constexpr,
+    DV: tl.constexpr,
+    DV_PAD: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    CAUSAL_OFFSET: tl.constexpr,
+    HAS_MASK: tl.constexpr,
+    KV_GROUP: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    SPLITS: tl.constexpr,
+    GROUP: tl.constexpr,
+    LOOPS: tl.constexpr,
+    BATCH: tl.constexpr,
+):
+    # GROUP > 1: the rows of one query row's heads side by side (packed row r: query row
+    # r // GROUP of head r % GROUP of the group), so K and V are read once per group
+    packed = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = packed // GROUP
+    if GROUP > 1:  # batch: a column, one head per row
+        kv_batch = program_batch.to(tl.int64)
+        batch = (kv_batch * KV_GROUP + packed % KV_GROUP)[:, None]
+    else:
+        batch = program_batch.to(tl.int64)
+        kv_batch = batch // KV_GROUP
     cols = tl.arange(0, BLOCK_N)
     d = tl.arange(0, D_PAD)
     dv = tl.arange(0, DV_PAD)
@@ -105,7 +165,7 @@ def attention(
         hi = tl.minimum(n_k, tl.maximum(0, last_row + 1 + CAUSAL_OFFSET))
     if SPLITS > 1:  # this program's share of the key blocks
         chunk = tl.cdiv(tl.cdiv(hi, BLOCK_N), SPLITS) * BLOCK_N
-        lo = tl.program_id(2) * chunk
+        lo = split * chunk
         hi = tl.minimum(hi, lo + chunk)
     # blocks below the diagonal and inside n_k need no element mask: with LOOPS = 2 they
     # come first, in a loop of their own
@@ -162,7 +222,7 @@ def attention(
         seen = l_i > 0
         out = acc / tl.where(seen, l_i, 1.0)[:, None]
         lse = tl.where(seen, m_i + tl.math.log2(tl.where(seen, l_i, 1.0)), -float("inf"))
-        row = (tl.program_id(2) * BATCH + batch) * N_Q + rows[:, None]  # (BLOCK_M, 1)
+        row = (split * BATCH + batch) * N_Q + rows[:, None]  # (BLOCK_M, 1)
         tl.store(Out + row * DV_PAD + dv[None, :], out, mask=rows[:, None] < n_q)
         lse_base = Out + SPLITS * BATCH * N_Q * DV_PAD
         tl.store(lse_base + row, lse[:, None], mask=rows[:, None] < n_q)
