@@ -47,6 +47,7 @@ def _tiles(op: ir.Operation, options: Options) -> dict[str, int]:
         "num_stages": options.num_stages or tiles.num_stages,
         "splits": options.splits or tiles.splits,
         "pack_gqa": bool(tiles.pack_gqa),
+        "persistent": 0 if options.splits > 1 else tiles.persistent,
         "arch": int(options.arch.removeprefix("sm_").rstrip("a")),
     }
 
@@ -87,6 +88,7 @@ def _run(module: ir.Operation, options: Options) -> None:
         causal = f", causal offset {spec.causal_offset}" if spec.causal_offset is not None else ""
         split = f", split-KV {spec.splits}" if spec.splits > 1 else ""
         split += ", GQA heads packed" if spec.pack_gqa else ""
+        split += f", {spec.persistent} persistent programs" if spec.persistent else ""
         remarks.emit(
             location,
             f"attention lowered to a generated {options.arch} kernel "

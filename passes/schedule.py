@@ -5,8 +5,8 @@ block_n, num_warps, num_stages, splits) for the target architecture: the entry
 ``fusion-autotune`` measured for its shape class (arch, dtype, padded head dim, causal,
 key-length bucket) in ``fusion_compiler/kernels/schedules.json``, or, for a class not
 tuned, ``schedules.model``'s tiles; then fitted to the op's sizes (row blocks no taller
-than its queries, split-KV when its row blocks cannot fill the GPU, as in decoding). A
-remark says which. ``fusion-kernel-attention``
+than its queries, split-KV when its row blocks cannot fill the GPU, as in decoding,
+persistent programs for short causal attention). A remark says which. ``fusion-kernel-attention``
 generates its kernel with these tiles.
 """
 
@@ -56,7 +56,7 @@ def choose(op: ir.Operation, arch: str, table: dict | None = None) -> Choice | N
     )
     tiles, source = schedules.choose(shape, table)
     group = kernel_dispatch.kv_group(op, form)
-    return Choice(schedules.fit(tiles, shape.arch, batch, n_q, n_k, group), source, shape)
+    return Choice(schedules.fit(tiles, shape, batch, n_q, n_k, group), source, shape)
 
 
 def _shape(value: ir.Value) -> list[int]:
@@ -91,6 +91,7 @@ def run(module: ir.Operation, options: Options) -> None:
             schedule_attention(op, tiles)
             split = f", split-KV {tiles.splits}" if tiles.splits > 1 else ""
             split += ", GQA heads packed" if tiles.pack_gqa else ""
+            split += f", {tiles.persistent} persistent programs" if tiles.persistent else ""
             remarks.emit(
                 op.location,
                 f"schedule {tiles.block_m}x{tiles.block_n} tiles, {tiles.num_warps} warps, "

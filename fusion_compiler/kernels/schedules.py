@@ -17,7 +17,13 @@ from fusion_compiler.kernels.attention import padded
 TABLE = Path(__file__).with_name("schedules.json")
 _SHARED_BYTES = 227 * 1024  # per block on sm_90
 _BUCKETS = (1024, 4096, 16384)  # key lengths up to ~1.5x a bucket fall in it
+# causal attention over at most this many keys runs persistent programs (H200, D128 fp16,
+# benchmarks/causal_schedules.py: causal/full 0.68 -> 0.75 at 1024 keys, 0.71 -> 0.87 at
+# 4096, 0.85 -> 0.88 at 8192 with GQA; 0.89 -> 0.84 at 16384, 0.90 -> 0.88 at 65536)
+_PERSISTENT_KEYS = 8192
 _SMS = {"sm_90": 132}  # streaming multiprocessors (H100 SXM and H200)
+_SM_SHARED_BYTES = 228 * 1024  # per multiprocessor, 1 KiB of it reserved per block
+_SM_REGISTERS = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,7 @@ class Tiles:
     num_stages: int
     splits: int = 1  # split-KV: programs sharing one row block's keys
     pack_gqa: int = 0  # 1: one program takes the rows of all heads sharing a K/V head
+    persistent: int = 0  # > 0: this many programs take the causal tiles longest first
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,14 @@ def shared_bytes(tiles: Tiles, d: int, element_bytes: int = 2) -> int:
     return element_bytes * d * (tiles.block_m + 2 * tiles.block_n * tiles.num_stages)
 
 
+def resident_programs(tiles: Tiles, d: int, arch: str) -> int:
+    """Programs of these tiles the GPU runs at once: per multiprocessor, as many as its
+    shared memory and registers (taken as 128 per thread) hold."""
+    by_shared = _SM_SHARED_BYTES // (shared_bytes(tiles, d) + 1024)
+    by_registers = _SM_REGISTERS // (tiles.num_warps * 32 * 128)
+    return _SMS.get(arch.rstrip("a"), 132) * max(1, min(by_shared, by_registers))
+
+
 def model(shape: ShapeClass) -> Tiles:
     """Tiles for a class no one tuned: the largest that keep wgmma fed and fit in
     shared memory (the shapes of the tuned entries for head dims 64 and 128)."""
@@ -73,25 +88,35 @@ def model(shape: ShapeClass) -> Tiles:
     return Tiles(64, 16, 4, 1)
 
 
-def fit(tiles: Tiles, arch: str, batch: int, n_q: int, n_k: int, kv_group: int = 1) -> Tiles:
+def fit(
+    tiles: Tiles, shape: ShapeClass, batch: int, n_q: int, n_k: int, kv_group: int = 1
+) -> Tiles:
     """``tiles`` fitted to one attention's sizes (-1: dynamic): with GQA and fewer query
     rows than a row block (decoding), the rows of the heads sharing K/V packed into one
-    block; row blocks no taller than the rows; and split-KV when the row blocks are too
+    block; row blocks no taller than the rows; split-KV when the row blocks are too
     few to fill the GPU (under 0.8 of a wave, as FlashAttention's heuristic): enough
     programs for about four per multiprocessor, each with at least four key blocks (a
-    dynamic key length is taken as long)."""
+    dynamic key length is taken as long); and for causal attention over few keys, with
+    more tiles than the GPU holds at once, persistent programs (one per place on the
+    GPU) taking the tiles of every head longest first, which keeps the multiprocessors
+    evenly busy where each tile is short."""
     if n_q < 0:
         return tiles
     pack = kv_group > 1 and padded(n_q) < tiles.block_m
     group = kv_group if pack else 1
     block_m = min(tiles.block_m, padded(n_q * group))
     programs = batch // group * -(-n_q * group // block_m)
-    sms = _SMS.get(arch.rstrip("a"), 132)
+    sms = _SMS.get(shape.arch.rstrip("a"), 132)
     splits = 1
     if programs < 0.8 * sms:  # else about one wave already: merging would cost more
         key_blocks = -(-n_k // tiles.block_n) if n_k > 0 else 1 << 20
         splits = max(1, min(-(-4 * sms // programs), key_blocks // 4, 64))
-    return replace(tiles, block_m=block_m, splits=splits, pack_gqa=int(pack))
+    fitted = replace(tiles, block_m=block_m, splits=splits, pack_gqa=int(pack))
+    resident = resident_programs(fitted, shape.d, shape.arch)
+    if shape.causal and splits == 1 and not pack and 0 < n_k <= _PERSISTENT_KEYS:
+        if programs > resident:
+            fitted = replace(fitted, persistent=resident)
+    return fitted
 
 
 def choose(shape: ShapeClass, table: dict[str, dict] | None = None) -> tuple[Tiles, str]:

@@ -21,7 +21,7 @@ func.func @tuned(%q: tensor<16x4096x128xf16>, %k: tensor<16x4096x128xf16>, %v: t
   return %o : tensor<16x4096x128xf16>
 }
 // CHECK-LABEL: func.func @tuned(
-// CHECK: iree_linalg_ext.attention {{.*}} {fusion.schedule = {block_m = 128 : i64, block_n = 64 : i64, num_stages = 2 : i64, num_warps = 4 : i64, pack_gqa = 0 : i64, splits = 1 : i64}}
+// CHECK: iree_linalg_ext.attention {{.*}} {fusion.schedule = {block_m = 128 : i64, block_n = 64 : i64, num_stages = 2 : i64, num_warps = 4 : i64, pack_gqa = 0 : i64, persistent = 0 : i64, splits = 1 : i64}}
 
 // -----
 
@@ -44,7 +44,7 @@ func.func @model(%q: tensor<2x100x256xbf16>, %k: tensor<2x150x256xbf16>, %v: ten
   return %o : tensor<2x100x256xbf16>
 }
 // CHECK-LABEL: func.func @model(
-// CHECK: {fusion.schedule = {block_m = 64 : i64, block_n = 32 : i64, num_stages = 3 : i64, num_warps = 4 : i64, pack_gqa = 0 : i64, splits = 1 : i64}}
+// CHECK: {fusion.schedule = {block_m = 64 : i64, block_n = 32 : i64, num_stages = 3 : i64, num_warps = 4 : i64, pack_gqa = 0 : i64, persistent = 0 : i64, splits = 1 : i64}}
 
 // -----
 
@@ -69,4 +69,41 @@ func.func @decode(%q: tensor<32x1x128xf16>, %k: tensor<32x32768x128xf16>, %v: te
   return %o : tensor<32x1x128xf16>
 }
 // CHECK-LABEL: func.func @decode(
-// CHECK: {fusion.schedule = {block_m = 16 : i64, block_n = 64 : i64, num_stages = 2 : i64, num_warps = 4 : i64, pack_gqa = 0 : i64, splits = 17 : i64}}
+// CHECK: {fusion.schedule = {block_m = 16 : i64, block_n = 64 : i64, num_stages = 2 : i64, num_warps = 4 : i64, pack_gqa = 0 : i64, persistent = 0 : i64, splits = 17 : i64}}
+
+// -----
+
+// Causal over 4096 keys: 1024 short tiles (64 row blocks x 16 heads), more than the 264
+// programs the GPU holds at once, so 264 persistent programs take them longest first.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#m = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @causal_persistent(%q: tensor<16x4096x128xf16>, %k: tensor<16x4096x128xf16>, %v: tensor<16x4096x128xf16>) -> tensor<16x4096x128xf16> {
+  %scale = arith.constant 0.088 : f32
+  %me = tensor.empty() : tensor<16x4096x4096xf16>
+  %mask = linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel", "parallel"]} outs(%me : tensor<16x4096x4096xf16>) {
+  ^bb0(%out: f16):
+    %i = linalg.index 1 : index
+    %j = linalg.index 2 : index
+    %above = arith.cmpi sgt, %j, %i : index
+    %ninf = arith.constant 0xFC00 : f16
+    %zero = arith.constant 0.0 : f16
+    %r = arith.select %above, %ninf, %zero : f16
+    linalg.yield %r : f16
+  } -> tensor<16x4096x4096xf16>
+  %e = tensor.empty() : tensor<16x4096x128xf16>
+  // expected-remark @below {{schedule 64x64 tiles, 4 warps, 3 stages, 264 persistent programs (tuned sm_90/f16/d128/causal/n4096; class sm_90/f16/d128/causal/n4096)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
+      ins(%q, %k, %v, %scale, %mask : tensor<16x4096x128xf16>, tensor<16x4096x128xf16>, tensor<16x4096x128xf16>, f32, tensor<16x4096x4096xf16>)
+      outs(%e : tensor<16x4096x128xf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<16x4096x128xf16>
+  return %o : tensor<16x4096x128xf16>
+}
+// CHECK-LABEL: func.func @causal_persistent(
+// CHECK: {fusion.schedule = {block_m = 64 : i64, block_n = 64 : i64, num_stages = 3 : i64, num_warps = 4 : i64, pack_gqa = 0 : i64, persistent = 264 : i64, splits = 1 : i64}}
