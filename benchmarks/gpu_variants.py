@@ -89,7 +89,7 @@ def prepare(folder: Path, arch: str = "sm_90") -> None:
     options = dict(target=target) if target == "vulkan" else dict(target=target, cuda_arch=arch)
     index = {}
     n = torch.export.Dim("n", min=2, max=8192)
-    cases = {**VARIANTS, **DYNAMIC} if target == "cuda" else VARIANTS
+    cases = {**VARIANTS, **DYNAMIC}
     for name, (kwargs, shape) in cases.items():
         for dtype_name in TARGET_DTYPES[target]:
             dtype = DTYPES[dtype_name]

@@ -18,6 +18,7 @@ _MODULES: dict[str, str] = {
     "fusion-online-softmax": "fusion_compiler.passes.online_softmax",
     "fusion-schedule": "fusion_compiler.passes.schedule",
     "fusion-spirv-attention": "fusion_compiler.passes.spirv_attention",
+    "fusion-tile-and-fuse": "fusion_compiler.passes.tile_and_fuse",
 }
 
 # What ``fc.compile`` runs between the Linalg and the fused stage, per target. Each
@@ -28,9 +29,24 @@ _SAFE_HEAD_DIM = "fusion-decompose-attention{above-head-dim=128}"
 # With dynamic shapes, tensor.dim ops keep the replaced scores alive until their sizes
 # are read from the operands instead.
 _CLEANUP = ("resolve-ranked-shaped-type-result-dims", "canonicalize", "cse")
+# The head split and merge moved into the attention ops IREE lowers (or that are
+# decomposed), and the reshapes left behind folded.
+_TILE_AND_FUSE = ("fusion-tile-and-fuse", "canonicalize")
 DEFAULT_PIPELINES: dict[str, tuple[str, ...]] = {
-    "cpu": ("fusion-detect-attention", *_CLEANUP, _SAFE_HEAD_DIM, "fusion-find-softmax"),
-    "cuda": ("fusion-detect-attention", *_CLEANUP, _SAFE_HEAD_DIM, "fusion-find-softmax"),
+    "cpu": (
+        "fusion-detect-attention",
+        *_CLEANUP,
+        *_TILE_AND_FUSE,
+        _SAFE_HEAD_DIM,
+        "fusion-find-softmax",
+    ),
+    "cuda": (
+        "fusion-detect-attention",
+        *_CLEANUP,
+        *_TILE_AND_FUSE,
+        _SAFE_HEAD_DIM,
+        "fusion-find-softmax",
+    ),
     "vulkan": ("fusion-decompose-attention", "fusion-find-softmax"),
 }
 
@@ -56,6 +72,7 @@ VULKAN_KERNEL_PIPELINE: tuple[str, ...] = (
     "fusion-detect-attention",
     *_CLEANUP,
     "fusion-spirv-attention",
+    *_TILE_AND_FUSE,
     "fusion-decompose-attention",
     "fusion-find-softmax",
 )
@@ -69,6 +86,7 @@ def kernel_pipeline(arch: str) -> list[str]:
         *_CLEANUP,
         f"fusion-schedule{{arch={arch}}}",
         f"fusion-kernel-attention{{arch={arch}}}",
+        *_TILE_AND_FUSE,
         _SAFE_HEAD_DIM,
         "fusion-find-softmax",
     ]

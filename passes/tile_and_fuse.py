@@ -1,0 +1,259 @@
+"""fusion-tile-and-fuse: pulls the head split and merge around each attention into the op.
+
+Models split heads with a reshape and a transpose, and fold them into the batch with a
+second reshape, before attention; after it they undo both. Left as they are, each
+transpose is a copy of its own: IREE makes it a dispatch (an fp32 attention block on
+the CPU: three projections, three head-split transposes with the projections' bias,
+attention, the output projection: 8 dispatches). This pass moves them into the
+``iree_linalg_ext.attention`` op's indexing maps instead, so the op's tiles read Q, K, V
+(and the mask) in the layout their producers wrote and write the output in the layout
+its consumer reads:
+
+1. ``split_batch``: the batch folded from (B, H) by ``tensor.collapse_shape`` becomes two
+   batch dims of the op (its operands the collapse's sources, the mask reshaped to
+   match, the result expanded only where something still wants the folded form);
+2. ``fold_transposes``: a ``linalg.transpose`` feeding an operand, or taking the result,
+   becomes a permutation of that operand's map.
+
+Projections and their bias then fuse into one dispatch each, and the block is 5
+dispatches (``benchmarks/dispatch_counts.py``). For lowerings that keep IREE's attention
+op (``attention="iree"``, CUDA below sm_90) and those that decompose it (whose matmuls
+take the maps). The generated kernels and the online-softmax rewrite fold these
+producers and consumers in their own lowering (strided views of each operand).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fusion_compiler.dialects import linalg_ext
+from fusion_compiler.dialects.builders import affine_map, dims, erase_dead
+
+from fusion_compiler import remarks
+from fusion_compiler.ir import dialects, ir
+
+NAME = "fusion-tile-and-fuse"
+
+
+@dataclass(frozen=True)
+class Options:
+    pass
+
+
+def _maps(op: ir.Operation) -> list[ir.AffineMap]:
+    return [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
+
+
+def _producer(value: ir.Value, name: str) -> ir.Operation | None:
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    owner = owner.operation if hasattr(owner, "operation") else owner
+    return owner if owner.name == name else None
+
+
+def _groups(op: ir.Operation) -> list[list[int]]:
+    """The reassociation of a collapse_shape or expand_shape."""
+    return [
+        [ir.IntegerAttr(i).value for i in g] for g in ir.ArrayAttr(op.attributes["reassociation"])
+    ]
+
+
+def _shape(value: ir.Value) -> list[int]:
+    return list(ir.RankedTensorType(value.type).shape)
+
+
+def _rebuild(
+    op: ir.Operation,
+    operands: list[ir.Value],
+    maps: list[ir.AffineMapAttr],
+    result_type: ir.Type,
+) -> ir.Operation:
+    """A copy of attention ``op`` on new operands, maps and result type (an empty init of
+    that type), its score region moved over; inserted before ``op``."""
+    result = ir.RankedTensorType(result_type)
+    with ir.InsertionPoint(op), op.location:
+        init = dialects.tensor.EmptyOp(list(result.shape), result.element_type).result
+        attributes = {a.name: a.attr for a in (op.attributes[i] for i in range(len(op.attributes)))}
+        attributes["indexing_maps"] = ir.ArrayAttr.get(maps)
+        new = ir.Operation.create(
+            op.name,
+            results=[result_type],
+            operands=[*operands, init],
+            attributes=attributes,
+            regions=1,
+        )
+    op.regions[0].blocks[0].append_to(new.regions[0])
+    return new
+
+
+def split_batch(op: ir.Operation) -> ir.Operation | str:
+    """attention(collapse(Q4), collapse(K4), collapse(V4)) over (B·H, ...) ->
+    collapse(attention(Q4, K4, V4) over (B, H, ...)): the reason when it does not apply."""
+    maps = _maps(op)
+    n_in = len(maps) - 1
+    out_dims = dims(maps[-1])
+    if any(_pos(e) is None for m in maps for e in m.results):
+        return "its maps are not projections"
+    batch = out_dims[0]
+    collapses = [_producer(op.operands[i], "tensor.collapse_shape") for i in range(3)]
+    if any(c is None for c in collapses):
+        return "Q, K and V are not all reshaped from a (batch, heads, ...) layout"
+    split: list[int] | None = None
+    for i, collapse in enumerate(collapses):
+        position = dims(maps[i]).index(batch) if batch in dims(maps[i]) else None
+        groups = _groups(collapse)
+        if position is None or any(len(g) != 1 for j, g in enumerate(groups) if j != position):
+            return "the reshapes of Q, K, V fold more than the batch"
+        sizes = [_shape(collapse.operands[0])[a] for a in groups[position]]
+        if split is None:
+            split = sizes
+        elif sizes != split:
+            return f"Q, K and V split the batch differently ({split} and {sizes})"
+    if any(ir.ShapedType.is_dynamic_size(s) for s in split) or len(split) < 2:
+        return "the batch split is dynamic or trivial"
+    extra = len(split) - 1
+    n_dims = maps[0].n_dims + extra
+
+    def renumbered(positions: list[int]) -> list[int]:
+        out: list[int] = []
+        for p in positions:
+            if p == batch:
+                out.extend(range(batch, batch + extra + 1))
+            else:
+                out.append(p + extra if p > batch else p)
+        return out
+
+    operands, new_maps = [], []
+    for i in range(n_in):
+        value, positions = op.operands[i], dims(maps[i])
+        if i < 3:
+            value = collapses[i].operands[0]
+        elif batch in positions:  # the mask: reshaped to the split batch
+            collapse = _producer(value, "tensor.collapse_shape")
+            if collapse is not None and _shape(collapse.operands[0])[: len(split)] == split:
+                value = collapse.operands[0]
+            else:
+                value = _expand(op, value, positions.index(batch), split)
+                if isinstance(value, str):
+                    return value
+        operands.append(value)
+        new_maps.append(affine_map(n_dims, renumbered(positions)))
+    old_type = ir.RankedTensorType(op.results[0].type)
+    o_position = out_dims.index(batch)
+    out_shape = list(old_type.shape)
+    out_shape[o_position : o_position + 1] = split
+    new_maps.append(affine_map(n_dims, renumbered(out_dims)))
+    new = _rebuild(
+        op, operands, new_maps, ir.RankedTensorType.get(out_shape, old_type.element_type)
+    )
+    # uses that expand the batch again take the new result; the rest its collapse
+    result = new.results[0]
+    for use in list(op.results[0].uses):
+        user = use.owner
+        if user.name == "tensor.expand_shape" and user.results[0].type == result.type:
+            user.results[0].replace_all_uses_with(result)
+            user.erase()
+    if list(op.results[0].uses):
+        groups = [[a] for a in range(o_position)] + [
+            list(range(o_position, o_position + len(split)))
+        ]
+        groups += [[a + extra] for a in range(o_position + 1, old_type.rank)]
+        with ir.InsertionPoint(op), op.location:
+            folded = dialects.tensor.CollapseShapeOp(old_type, result, _reassociation(groups))
+        op.results[0].replace_all_uses_with(folded.result)
+    erase_dead([op, *collapses])
+    return new
+
+
+def _pos(expr: ir.AffineExpr) -> int | None:
+    try:
+        return ir.AffineDimExpr(expr).position
+    except ValueError:
+        return None
+
+
+def _reassociation(groups: list[list[int]]) -> ir.ArrayAttr:
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.ArrayAttr.get(
+        [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, a) for a in g]) for g in groups]
+    )
+
+
+def _expand(op: ir.Operation, value: ir.Value, axis: int, split: list[int]) -> ir.Value | str:
+    """``value`` with its ``axis`` split into ``split`` (a static-shaped tensor)."""
+    shape = _shape(value)
+    if any(ir.ShapedType.is_dynamic_size(s) for s in shape):
+        return "the mask has a dynamic shape"
+    element = ir.RankedTensorType(value.type).element_type
+    new_shape = shape[:axis] + split + shape[axis + 1 :]
+    groups = [[a] for a in range(axis)] + [list(range(axis, axis + len(split)))]
+    groups += [[a + len(split) - 1] for a in range(axis + 1, len(shape))]
+    with ir.InsertionPoint(op), op.location:
+        return dialects.tensor.ExpandShapeOp(
+            ir.RankedTensorType.get(new_shape, element),
+            value,
+            _reassociation(groups),
+            [],
+            new_shape,
+        ).result
+
+
+def _permutation(transpose: ir.Operation) -> list[int]:
+    return list(ir.DenseI64ArrayAttr(transpose.attributes["permutation"]))
+
+
+def fold_transposes(op: ir.Operation) -> tuple[ir.Operation, int]:
+    """attention(transpose(X), ...) -> transpose(attention(X, ...)) with X read through a
+    permuted map; transpose(attention(...)) -> attention(...) writing the permuted layout.
+    The op (new if anything folded) and how many transposes it took."""
+    maps = _maps(op)
+    n_in, n_dims = len(maps) - 1, maps[0].n_dims
+    operands, new_maps, folded = [], [], []
+    for i in range(n_in):
+        value, positions = op.operands[i], dims(maps[i])
+        transpose = _producer(value, "linalg.transpose") if positions else None
+        if transpose is not None:
+            permutation = _permutation(transpose)
+            source_positions = [0] * len(positions)
+            for axis, source_axis in enumerate(permutation):
+                source_positions[source_axis] = positions[axis]
+            value, positions = transpose.operands[0], source_positions
+            folded.append(transpose)
+        operands.append(value)
+        new_maps.append(affine_map(n_dims, positions))
+    result_type = op.results[0].type
+    out_positions = dims(maps[-1])
+    consumer = None
+    users = [use.owner for use in op.results[0].uses]
+    if len(users) == 1 and users[0].name == "linalg.transpose":
+        consumer = users[0]
+        out_positions = [out_positions[a] for a in _permutation(consumer)]
+        result_type = consumer.results[0].type
+    new_maps.append(affine_map(n_dims, out_positions))
+    if not folded and consumer is None:
+        return op, 0
+    new = _rebuild(op, operands, new_maps, result_type)
+    if consumer is not None:
+        consumer.results[0].replace_all_uses_with(new.results[0])
+        erase_dead([consumer, op, *folded])
+    else:
+        op.results[0].replace_all_uses_with(new.results[0])
+        erase_dead([op, *folded])
+    return new, len(folded) + (consumer is not None)
+
+
+def run(module: ir.Operation, options: Options) -> None:
+    with module.context, module.location:
+        for op in linalg_ext.find_all(module):
+            location = op.location
+            split = split_batch(op)
+            if isinstance(split, str):
+                remarks.emit(location, f"head split and merge not fused into attention: {split}")
+                continue
+            _, transposes = fold_transposes(split)
+            remarks.emit(
+                location,
+                f"head split and merge fused into attention ({transposes} transposes "
+                "folded into its indexing maps)",
+            )
