@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fusion_compiler.dialects import linalg_ext
-from fusion_compiler.dialects.builders import affine_map, dims, erase_dead
+from fusion_compiler.dialects.builders import affine_map, dims, erase_dead, index
 
 from fusion_compiler import remarks
 from fusion_compiler.ir import dialects, ir
@@ -73,7 +73,16 @@ def _rebuild(
     that type), its score region moved over; inserted before ``op``."""
     result = ir.RankedTensorType(result_type)
     with ir.InsertionPoint(op), op.location:
-        init = dialects.tensor.EmptyOp(list(result.shape), result.element_type).result
+        sizes: list[int | ir.Value] = list(result.shape)
+        positions = [dims(m.value) for m in maps]
+        for axis, size in enumerate(sizes):
+            if ir.ShapedType.is_dynamic_size(size):  # read from an operand with that dim
+                loop_dim = positions[-1][axis]
+                i = next(i for i, p in enumerate(positions[:-1]) if loop_dim in p)
+                sizes[axis] = dialects.tensor.DimOp(
+                    operands[i], index(positions[i].index(loop_dim))
+                ).result
+        init = dialects.tensor.EmptyOp(sizes, result.element_type).result
         attributes = {a.name: a.attr for a in (op.attributes[i] for i in range(len(op.attributes)))}
         attributes["indexing_maps"] = ir.ArrayAttr.get(maps)
         new = ir.Operation.create(
