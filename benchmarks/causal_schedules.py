@@ -1,6 +1,6 @@
 """Causal attention's program schedules, timed side by side on the GPU (Triton JIT).
 
-    python3 benchmarks/causal_schedules.py [OUT.md]        # on the GPU machine
+    python3 benchmarks/causal_schedules.py [OUT.md [N1024 D128]]   # on the GPU machine
 
 For each causal case of the CUDA grid (fp16), times the generated kernel with one
 program per row block (longest first per head) and with persistent programs (as many
@@ -49,6 +49,12 @@ def _schedules(n: int, d: int) -> list[tuple[str, bool, schedules.Tiles, int]]:
         ("causal, tuned tiles, a program per row block", True, causal, 0),
         (f"causal, tuned tiles, persistent x{resident}", True, causal, resident),
     ]
+    if n <= 1024:  # the shortest tiles: taller or narrower ones too
+        for tiles in (schedules.Tiles(128, 64, 8, 2), schedules.Tiles(64, 32, 4, 4)):
+            programs = schedules.resident_programs(tiles, d, "sm_90")
+            label = f"causal {tiles.block_m}x{tiles.block_n}, {tiles.num_warps} warps, "
+            label += f"{tiles.num_stages} stages, persistent x{programs}"
+            found.append((label, True, tiles, programs))
     if n <= 4096:
         for stages in (2, 4):
             tiles = dataclasses.replace(causal, num_stages=stages)
@@ -106,7 +112,7 @@ def _time(kernel, spec: Spec, sets, out) -> float:
     return statistics.median(times)
 
 
-def main(out_path: Path | None) -> None:
+def main(out_path: Path | None, only: str = "") -> None:
     import torch
     import torch.nn.functional as F
 
@@ -115,6 +121,8 @@ def main(out_path: Path | None) -> None:
         "|---|---|---|---|---|---|",
     ]
     for batch, group, n, d in CASES:
+        if only and f"N{n} D{d}" != only:
+            continue
         shapes = [(batch, n, d), (batch // group, n, d), (batch // group, n, d)]
         sets = [
             [torch.randn(s, device="cuda", dtype=torch.float16) for s in shapes]
@@ -154,4 +162,4 @@ def main(out_path: Path | None) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else None)
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else None, *sys.argv[2:3])

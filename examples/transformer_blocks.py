@@ -174,6 +174,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="cpu", choices=["cpu", "cuda", "vulkan"])
     parser.add_argument("--cuda-arch", default="sm_80")
+    parser.add_argument("--vulkan-target", default="pascal", help="IREE's SPIR-V target")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float16"])
     parser.add_argument("--save", type=Path, help="compile only: modules and weights to DIR")
     parser.add_argument(
@@ -196,7 +197,11 @@ def main() -> None:
         example = tuple(torch.randn(s, dtype=dtype) for s in shapes)
         start = time.perf_counter()
         module = fc.compile(
-            model.to(dtype), example_args=example, target=args.target, cuda_arch=args.cuda_arch
+            model.to(dtype),
+            example_args=example,
+            target=args.target,
+            cuda_arch=args.cuda_arch,
+            vulkan_target=args.vulkan_target,
         )
         seconds = time.perf_counter() - start
         print(f"{name:<14} compiled in {seconds:4.1f} s  {module.stats}", end="")

@@ -13,7 +13,7 @@ from fusion_compiler.errors import CompileError, Diagnostic, UnsupportedOpError
 from fusion_compiler.ir import ir
 from fusion_compiler.pipeline import join_pipeline, run_pipeline, split_pipeline
 from fusion_compiler.stages import IREE_STAGES, Stage
-from fusion_compiler.targets import Target, get_target
+from fusion_compiler.targets import VULKAN_TARGET, Target, get_target
 
 
 @dataclass
@@ -26,14 +26,18 @@ class CompiledModule:
     mlir: str | None  # the IR at ``stage`` when compilation stopped before bytecode
     stats: dict[str, int] = field(default_factory=dict)
     remarks: list[Diagnostic] = field(default_factory=list)
+    # ``mlir`` elides large constants to stay readable; what ``save`` writes keeps them,
+    # so iree-compile and fusion-opt can take the file
+    full_mlir: str | None = field(default=None, repr=False)
 
     def save(self, path: str | Path) -> Path:
-        """Writes the .vmfb (or, for an earlier stage, the MLIR text) to ``path``."""
+        """Writes the .vmfb (or, for an earlier stage, the MLIR text with every constant)
+        to ``path``."""
         path = Path(path)
         if self.vmfb is not None:
             path.write_bytes(self.vmfb)
         else:
-            path.write_text(self.mlir or "")
+            path.write_text(self.full_mlir or self.mlir or "")
         return path
 
 
@@ -82,6 +86,7 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     remarks: bool = False,
     attention: str = "auto",
     cuda_arch: str = "sm_80",
+    vulkan_target: str = VULKAN_TARGET,
 ) -> CompiledModule:
     """Compiles a PyTorch model or MLIR to an IREE module for ``target``.
 
@@ -94,9 +99,11 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     CPU, generated kernels on CUDA with ``cuda_arch="sm_90"``, IREE's op otherwise;
     "iree" hands each fused attention to IREE's attention op; "online-softmax" lowers it
     with our FlashAttention-2 rewrite (fusion-online-softmax).
+    ``vulkan_target``: IREE's SPIR-V target for what is not a generated kernel (default
+    "pascal": no cooperative matrices, which NVIDIA's driver 580 refuses in IREE's code).
     """
     compile_to = Stage.parse(compile_to)
-    tgt = get_target(target, cuda_arch=cuda_arch)
+    tgt = get_target(target, cuda_arch=cuda_arch, vulkan_target=vulkan_target)
     default_elements = passes.default_pipeline(tgt.name, attention, tgt.kernel_arch)
     dumper = IRDumper(dump_ir)
     session = CompilerSession(tgt, reproducer_dir=dump_ir)
@@ -110,6 +117,7 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     def done(at: Stage) -> CompiledModule:
         result.stage = at
         result.mlir = str(op.get_asm(large_elements_limit=16, assume_verified=True))
+        result.full_mlir = str(op.get_asm(assume_verified=True))
         return result
 
     if compile_to is Stage.TORCH:

@@ -286,7 +286,22 @@ class LoadedModule:
         except (ValueError, RuntimeError) as exc:
             raise FusionCompilerError(f"not a loadable IREE module: {exc}") from None
         self._context = rt.SystemContext(config=self.config)
-        self._context.add_vm_module(self._vm_module)
+        try:  # the device builds the module's executables here
+            self._context.add_vm_module(self._vm_module)
+        except RuntimeError as exc:
+            first = str(exc).splitlines()[0].removeprefix("Error registering modules: ")
+            hint = ""
+            if "vkCreateComputePipelines" in first:
+                hint = (
+                    " The Vulkan driver refused to build one of the module's compute "
+                    "pipelines. NVIDIA's driver 580 refuses IREE's cooperative-matrix code "
+                    "(fp16 matmuls under vulkan_target='ampere'): compile with "
+                    "vulkan_target='pascal' (the default); "
+                    "benchmarks/per_dispatch.py finds the dispatch."
+                )
+            raise FusionCompilerError(
+                f"cannot load the module on {device!r}: {first}.{hint}"
+            ) from None
         self._timeline: _Timeline | None = None  # made for the first submitted call
         self.function_names = [
             name

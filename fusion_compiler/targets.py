@@ -16,9 +16,21 @@ class Target:
 # Architectures that get generated attention kernels; IREE 3.13 has no Hopper target, so
 # the rest of the module is compiled for sm_80 (PTX the driver runs on Hopper).
 KERNEL_ARCHS = ("sm_90", "sm_90a")
+# IREE's SPIR-V target for what is not a generated kernel. "pascal": NVIDIA without
+# cooperative matrices. With "ampere" IREE lowers fp16 matmuls to cooperative-matrix
+# SPIR-V, and the H200's driver (580) refuses to build those pipelines
+# (vkCreateComputePipelines: VK_ERROR_UNKNOWN, benchmarks/per_dispatch.py); under
+# "pascal" the five example blocks ran correctly in fp16 and fp32 there.
+VULKAN_TARGET = "pascal"
 
 
-def get_target(name: str, *, cuda_arch: str = "sm_80", cpu: str = "host") -> Target:
+def get_target(
+    name: str,
+    *,
+    cuda_arch: str = "sm_80",
+    cpu: str = "host",
+    vulkan_target: str = VULKAN_TARGET,
+) -> Target:
     """``cpu``, ``cuda`` or ``vulkan``. IREE 3.13 has no Hopper entry, so CUDA defaults to sm_80.
 
     ``cuda_arch="sm_90"``: fused attentions become kernels generated for Hopper; IREE
@@ -42,7 +54,7 @@ def get_target(name: str, *, cuda_arch: str = "sm_80", cpu: str = "host") -> Tar
     if name == "vulkan":
         return Target(
             "vulkan",
-            ("--iree-hal-target-device=vulkan", "--iree-vulkan-target=ampere"),
+            ("--iree-hal-target-device=vulkan", f"--iree-vulkan-target={vulkan_target}"),
             "vulkan",
         )
     raise ValueError(f"unknown target {name!r}; expected one of: cpu, cuda, vulkan")

@@ -20,6 +20,7 @@ from conftest import rel_error
 from variants import Attention
 
 import fusion_compiler as fc
+from fusion_compiler.errors import FusionCompilerError
 from fusion_compiler.kernels import spirv
 
 
@@ -145,3 +146,20 @@ def test_kernel_compiler_missing_says_what_to_install(monkeypatch, tmp_path) -> 
     )
     with pytest.raises(fc.FusionCompilerError, match="apt install glslang-tools"):
         spirv.compile_kernel(spec)
+
+
+@needs_vulkan
+def test_module_the_device_cannot_build_fails_to_load_with_a_clear_error() -> None:
+    """IREE's SPIR-V for another GPU (here "ampere": subgroups of 32, which llvmpipe
+    lacks; on NVIDIA's driver 580 its cooperative-matrix fp16 matmuls): fc.load says
+    which device refused the module, and why, instead of a runtime traceback."""
+    model = torch.nn.Linear(128, 384).eval().half()
+    x = torch.randn(192, 128).half()
+    module = fc.compile(model, example_args=(x,), target="vulkan", vulkan_target="ampere")
+    with pytest.raises(FusionCompilerError, match="cannot load the module on 'vulkan'"):
+        fc.load(module, device="vulkan")
+    # the default target builds and runs there
+    module = fc.compile(model, example_args=(x,), target="vulkan")
+    with torch.no_grad():
+        want = model.float()(x.float())
+    assert rel_error(fc.load(module, device="vulkan")(x).float(), want) < 2e-3

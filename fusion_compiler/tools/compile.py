@@ -20,6 +20,11 @@ def _parser() -> argparse.ArgumentParser:
         help="CUDA architecture (default sm_80); sm_90: fused attentions become generated "
         "Hopper kernels",
     )
+    p.add_argument(
+        "--vulkan-target",
+        default="pascal",
+        help="IREE's SPIR-V target for what is not a generated kernel (default pascal)",
+    )
     p.add_argument("-o", dest="output", help="output .vmfb (or .mlir with --compile-to)")
     p.add_argument("--dump-ir", metavar="DIR", help="write the IR after every stage and pass")
     p.add_argument(
@@ -47,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             args.model,
             target=args.target,
             cuda_arch=args.cuda_arch,
+            vulkan_target=args.vulkan_target,
             dump_ir=args.dump_ir,
             compile_to=args.compile_to,
             pipeline=args.pipeline,
