@@ -5,7 +5,8 @@
 // One invocation per query row, BLOCK_M rows per workgroup; each block of BLOCK_N keys
 // and values is staged in shared memory by the whole workgroup, then every row updates
 // its running max, running sum and accumulator (online softmax, exp2 with the scale
-// folded in, one division at the end). Causal: key blocks past the workgroup's last
+// folded in, one division at the end). Head dims are held as vec4s (padded with zeros):
+// one shared-memory read feeds four multiply-adds. Causal: key blocks past the workgroup's last
 // row are never loaded. Operands are read, and the output written, through the same
 // strided views as the CUDA kernel: element (batch, row, col) of a view lives at
 //   (batch / H) * SB + (batch % H) * SH + row * SR + col * SC
@@ -27,6 +28,8 @@ uint n_q;  // the sequence lengths: constants, or read from the sizes binding
 uint n_k;
 const uint D = ${D};
 const uint DV = ${DV};
+const uint D4 = (D + 3u) / 4u;
+const uint DV4 = (DV + 3u) / 4u;
 const uint BLOCK_M = ${BLOCK_M};
 const uint BLOCK_N = ${BLOCK_N};
 const uint KV_GROUP = ${KV_GROUP};
@@ -37,8 +40,8 @@ const float QK_SCALE = ${QK_SCALE};  // scale * log2(e)
 const float LOG2E = 1.4426950408889634;
 const float LOWEST = -3.4028234663852886e38;
 
-shared float k_tile[BLOCK_N][D];
-shared float v_tile[BLOCK_N][DV];
+shared vec4 k_tile[BLOCK_N][D4];
+shared vec4 v_tile[BLOCK_N][DV4];
 
 // element types to and from float (bf16: the upper half of a float's bits, kept in a
 // uint16_t; stored rounded to nearest even)
@@ -64,6 +67,36 @@ uint v_offset(uint batch, uint row, uint col) { return ${V_VIEW}; }
 uint m_offset(uint batch, uint row, uint col) { return ${M_VIEW}; }
 uint o_offset(uint batch, uint row, uint col) { return ${O_VIEW}; }
 
+// four elements of a row from col = 4c on, zeros past the head dim (components named,
+// not indexed: llvmpipe builds indexed ones two orders of magnitude slower)
+vec4 load_q(uint batch, uint row, uint c) {
+  uint d = c * 4u;
+  vec4 x = vec4(0.0);
+  if (d < D) x.x = to_float(q_buffer[q_offset(batch, row, d)]);
+  if (d + 1u < D) x.y = to_float(q_buffer[q_offset(batch, row, d + 1u)]);
+  if (d + 2u < D) x.z = to_float(q_buffer[q_offset(batch, row, d + 2u)]);
+  if (d + 3u < D) x.w = to_float(q_buffer[q_offset(batch, row, d + 3u)]);
+  return x;
+}
+vec4 load_k(uint batch, uint row, uint c) {
+  uint d = c * 4u;
+  vec4 x = vec4(0.0);
+  if (d < D) x.x = to_float(k_buffer[k_offset(batch, row, d)]);
+  if (d + 1u < D) x.y = to_float(k_buffer[k_offset(batch, row, d + 1u)]);
+  if (d + 2u < D) x.z = to_float(k_buffer[k_offset(batch, row, d + 2u)]);
+  if (d + 3u < D) x.w = to_float(k_buffer[k_offset(batch, row, d + 3u)]);
+  return x;
+}
+vec4 load_v(uint batch, uint row, uint c) {
+  uint d = c * 4u;
+  vec4 x = vec4(0.0);
+  if (d < DV) x.x = to_float(v_buffer[v_offset(batch, row, d)]);
+  if (d + 1u < DV) x.y = to_float(v_buffer[v_offset(batch, row, d + 1u)]);
+  if (d + 2u < DV) x.z = to_float(v_buffer[v_offset(batch, row, d + 2u)]);
+  if (d + 3u < DV) x.w = to_float(v_buffer[v_offset(batch, row, d + 3u)]);
+  return x;
+}
+
 void main() {
   n_q = ${N_Q};
   n_k = ${N_K};
@@ -73,13 +106,13 @@ void main() {
   uint row = first_row + gl_LocalInvocationID.x;
   bool live = row < n_q;
 
-  float q[D];
-  float acc[DV];
-  for (uint d = 0; d < D; ++d) {
-    q[d] = live ? to_float(q_buffer[q_offset(batch, row, d)]) : 0.0;
+  vec4 q[D4];
+  vec4 acc[DV4];
+  for (uint c = 0; c < D4; ++c) {
+    q[c] = live ? load_q(batch, row, c) : vec4(0.0);
   }
-  for (uint d = 0; d < DV; ++d) {
-    acc[d] = 0.0;
+  for (uint c = 0; c < DV4; ++c) {
+    acc[c] = vec4(0.0);
   }
   float m_i = LOWEST;
   float l_i = 0.0;
@@ -91,13 +124,13 @@ void main() {
   }
   for (uint start = 0; start < hi; start += BLOCK_N) {
     barrier();
-    for (uint i = gl_LocalInvocationID.x; i < BLOCK_N * D; i += BLOCK_M) {
-      uint key = start + i / D;
-      k_tile[i / D][i % D] = key < n_k ? to_float(k_buffer[k_offset(kv_batch, key, i % D)]) : 0.0;
+    for (uint i = gl_LocalInvocationID.x; i < BLOCK_N * D4; i += BLOCK_M) {
+      uint key = start + i / D4;
+      k_tile[i / D4][i % D4] = key < n_k ? load_k(kv_batch, key, i % D4) : vec4(0.0);
     }
-    for (uint i = gl_LocalInvocationID.x; i < BLOCK_N * DV; i += BLOCK_M) {
-      uint key = start + i / DV;
-      v_tile[i / DV][i % DV] = key < n_k ? to_float(v_buffer[v_offset(kv_batch, key, i % DV)]) : 0.0;
+    for (uint i = gl_LocalInvocationID.x; i < BLOCK_N * DV4; i += BLOCK_M) {
+      uint key = start + i / DV4;
+      v_tile[i / DV4][i % DV4] = key < n_k ? load_v(kv_batch, key, i % DV4) : vec4(0.0);
     }
     barrier();
 
@@ -106,8 +139,8 @@ void main() {
     for (uint j = 0; j < BLOCK_N; ++j) {
       uint key = start + j;
       float x = 0.0;
-      for (uint d = 0; d < D; ++d) {
-        x += q[d] * k_tile[j][d];
+      for (uint c = 0; c < D4; ++c) {
+        x += dot(q[c], k_tile[j][c]);
       }
       x *= QK_SCALE;
       x = ${SCORE};
@@ -123,21 +156,26 @@ void main() {
     }
     float alpha = exp2(m_i - m_new);
     l_i *= alpha;
-    for (uint d = 0; d < DV; ++d) {
-      acc[d] *= alpha;
+    for (uint c = 0; c < DV4; ++c) {
+      acc[c] *= alpha;
     }
     for (uint j = 0; j < BLOCK_N; ++j) {
       float p = exp2(s[j] - m_new);
       l_i += p;
-      for (uint d = 0; d < DV; ++d) {
-        acc[d] += p * v_tile[j][d];
+      for (uint c = 0; c < DV4; ++c) {
+        acc[c] += p * v_tile[j][c];
       }
     }
     m_i = m_new;
   }
   if (live) {
-    for (uint d = 0; d < DV; ++d) {
-      out_buffer[o_offset(batch, row, d)] = to_out(acc[d] / l_i);
+    for (uint c = 0; c < DV4; ++c) {
+      vec4 o = acc[c] / l_i;
+      uint d = c * 4u;
+      out_buffer[o_offset(batch, row, d)] = to_out(o.x);
+      if (d + 1u < DV) out_buffer[o_offset(batch, row, d + 1u)] = to_out(o.y);
+      if (d + 2u < DV) out_buffer[o_offset(batch, row, d + 2u)] = to_out(o.z);
+      if (d + 3u < DV) out_buffer[o_offset(batch, row, d + 3u)] = to_out(o.w);
     }
   }
 }
