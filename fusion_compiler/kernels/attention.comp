@@ -13,6 +13,7 @@
 #version 450
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
 ${EXTENSIONS}
 
 layout(local_size_x = ${BLOCK_M}, local_size_y = 1, local_size_z = 1) in;
@@ -136,7 +137,7 @@ void main() {
 
     float s[BLOCK_N];
     float m_new = m_i;
-    for (uint j = 0; j < BLOCK_N; ++j) {
+    [[dont_unroll]] for (uint j = 0; j < BLOCK_N; ++j) {
       uint key = start + j;
       float x = 0.0;
       for (uint c = 0; c < D4; ++c) {
@@ -159,7 +160,7 @@ void main() {
     for (uint c = 0; c < DV4; ++c) {
       acc[c] *= alpha;
     }
-    for (uint j = 0; j < BLOCK_N; ++j) {
+    [[dont_unroll]] for (uint j = 0; j < BLOCK_N; ++j) {
       float p = exp2(s[j] - m_new);
       l_i += p;
       for (uint c = 0; c < DV4; ++c) {
