@@ -12,8 +12,9 @@ its consumer reads:
 1. ``split_batch``: the batch folded from (B, H) by ``tensor.collapse_shape`` becomes two
    batch dims of the op (its operands the collapse's sources, the mask reshaped to
    match, the result expanded only where something still wants the folded form);
-2. ``fold_transposes``: a ``linalg.transpose`` feeding an operand, or taking the result,
-   becomes a permutation of that operand's map.
+2. ``fold_transposes``: a ``linalg.transpose`` feeding an operand (also through a slice,
+   as when Q, K and V are cut from one fused projection), or taking the result, becomes
+   a permutation of that operand's map.
 
 The transposes' dispatches go, and IREE may fuse each projection's bias into its matmul
 again: on the CPU the block above takes 5 dispatches at dim 64 (``tests/test_tile_and_fuse.py``)
@@ -204,6 +205,43 @@ def _permutation(transpose: ir.Operation) -> list[int]:
     return list(ir.DenseI64ArrayAttr(transpose.attributes["permutation"]))
 
 
+def _whole_rank_slice(taken: ir.Operation) -> bool:
+    """An extract_slice with static offsets and sizes, unit strides, no rank dropped."""
+    strides = list(ir.DenseI64ArrayAttr(taken.attributes["static_strides"]))
+    return (
+        len(taken.operands) == 1
+        and all(s == 1 for s in strides)
+        and ir.RankedTensorType(taken.results[0].type).rank
+        == ir.RankedTensorType(taken.operands[0].type).rank
+    )
+
+
+def _slice_before_transpose(
+    taken: ir.Operation, permutation: list[int], op: ir.Operation
+) -> ir.Value:
+    """extract_slice(transpose(X)) -> the same elements as extract_slice(X), before the
+    transpose (offsets and sizes permuted back); inserted before ``op``."""
+    offsets = list(ir.DenseI64ArrayAttr(taken.attributes["static_offsets"]))
+    sizes = list(ir.DenseI64ArrayAttr(taken.attributes["static_sizes"]))
+    source_offsets, source_sizes = [0] * len(offsets), [0] * len(sizes)
+    for axis, source_axis in enumerate(permutation):
+        source_offsets[source_axis], source_sizes[source_axis] = offsets[axis], sizes[axis]
+    transpose = linalg.producer(taken.operands[0])
+    source = transpose.operands[0]
+    element = ir.RankedTensorType(source.type).element_type
+    with ir.InsertionPoint(op), op.location:
+        return dialects.tensor.ExtractSliceOp(
+            ir.RankedTensorType.get(source_sizes, element),
+            source,
+            [],
+            [],
+            [],
+            source_offsets,
+            source_sizes,
+            [1] * len(sizes),
+        ).result
+
+
 def fold_transposes(op: ir.Operation) -> tuple[ir.Operation, int]:
     """attention(transpose(X), ...) -> transpose(attention(X, ...)) with X read through a
     permuted map; transpose(attention(...)) -> attention(...) writing the permuted layout.
@@ -214,13 +252,20 @@ def fold_transposes(op: ir.Operation) -> tuple[ir.Operation, int]:
     for i in range(n_in):
         value, positions = op.operands[i], dims(maps[i])
         transpose = _producer(value, "linalg.transpose") if positions else None
+        taken = _producer(value, "tensor.extract_slice") if positions else None
+        if taken is not None and _whole_rank_slice(taken):  # Q, K, V cut from one tensor
+            transpose = _producer(taken.operands[0], "linalg.transpose")
+        else:
+            taken = None
         if transpose is not None:
             permutation = _permutation(transpose)
             source_positions = [0] * len(positions)
             for axis, source_axis in enumerate(permutation):
                 source_positions[source_axis] = positions[axis]
             value, positions = transpose.operands[0], source_positions
-            folded.append(transpose)
+            if taken is not None:
+                value = _slice_before_transpose(taken, permutation, op)
+            folded.append(taken or transpose)
         operands.append(value)
         new_maps.append(affine_map(n_dims, positions))
     result_type = op.results[0].type
@@ -249,12 +294,14 @@ def run(module: ir.Operation, options: Options) -> None:
         for op in linalg_ext.find_all(module):
             location = op.location
             split = split_batch(op)
-            if isinstance(split, str):
-                remarks.emit(location, f"head split and merge not fused into attention: {split}")
+            why = split if isinstance(split, str) else None
+            _, transposes = fold_transposes(op if why else split)
+            if why and not transposes:
+                remarks.emit(location, f"head split and merge not fused into attention: {why}")
                 continue
-            _, transposes = fold_transposes(split)
+            batch = "" if why else "batch split into its heads, "
             remarks.emit(
                 location,
-                f"head split and merge fused into attention ({transposes} transposes "
+                f"head split and merge fused into attention ({batch}{transposes} transposes "
                 "folded into its indexing maps)",
             )

@@ -21,12 +21,12 @@ WITHOUT = [
     p for i, p in enumerate(WITHOUT) if not (p == "canonicalize" and "canonicalize" in WITHOUT[:i])
 ]
 
-# model, dispatches per call without tile-and-fuse, with it. Q, K and V sliced out of one
-# fused projection (SDPA, nn.MultiheadAttention) are not folded yet: same count, same
-# numbers.
+# model, dispatches per call without tile-and-fuse, with it. SDPA's Q, K and V are slices
+# of one transposed fused projection; nn.MultiheadAttention's layout is not folded yet:
+# same count, same numbers.
 BLOCKS = {
     "explicit": (lambda: ExplicitAttentionBlock(64, 4), 8, 5),
-    "sdpa_causal": (lambda: SDPABlock(64, 4, causal=True), 5, 5),
+    "sdpa_causal": (lambda: SDPABlock(64, 4, causal=True), 5, 4),
     "multihead": (lambda: MultiheadAttentionBlock(64, 4), 6, 6),
 }
 

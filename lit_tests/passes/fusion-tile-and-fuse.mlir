@@ -22,7 +22,7 @@ func.func @heads(%q: tensor<2x16x2x32xf32>, %k: tensor<2x24x2x32xf32>, %v: tenso
   %k3 = tensor.collapse_shape %kt [[0, 1], [2], [3]] : tensor<2x2x32x24xf32> into tensor<4x32x24xf32>
   %v3 = tensor.collapse_shape %vt [[0, 1], [2], [3]] : tensor<2x2x24x32xf32> into tensor<4x24x32xf32>
   %e = tensor.empty() : tensor<4x16x32xf32>
-  // expected-remark @below {{head split and merge fused into attention (4 transposes folded into its indexing maps)}}
+  // expected-remark @below {{head split and merge fused into attention (batch split into its heads, 4 transposes folded into its indexing maps)}}
   %a = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #o]}>
       ins(%q3, %k3, %v3, %scale : tensor<4x16x32xf32>, tensor<4x32x24xf32>, tensor<4x24x32xf32>, f32)
       outs(%e : tensor<4x16x32xf32>) {
@@ -64,7 +64,7 @@ func.func @mask(%q: tensor<2x2x16x32xf16>, %k: tensor<2x2x24x32xf16>, %v: tensor
   %k3 = tensor.collapse_shape %k [[0, 1], [2], [3]] : tensor<2x2x24x32xf16> into tensor<4x24x32xf16>
   %v3 = tensor.collapse_shape %v [[0, 1], [2], [3]] : tensor<2x2x24x32xf16> into tensor<4x24x32xf16>
   %e = tensor.empty() : tensor<4x16x32xf16>
-  // expected-remark @below {{head split and merge fused into attention (0 transposes folded into its indexing maps)}}
+  // expected-remark @below {{head split and merge fused into attention (batch split into its heads, 0 transposes folded into its indexing maps)}}
   %a = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
       ins(%q3, %k3, %v3, %scale, %mask : tensor<4x16x32xf16>, tensor<4x24x32xf16>, tensor<4x24x32xf16>, f32, tensor<4x16x24xf16>)
       outs(%e : tensor<4x16x32xf16>) {
@@ -79,6 +79,45 @@ func.func @mask(%q: tensor<2x2x16x32xf16>, %k: tensor<2x2x24x32xf16>, %v: tensor
 // CHECK: %[[A:.+]] = iree_linalg_ext.attention {{.+}} ins(%[[QI]], %[[KI]], %[[VI]], %{{.+}}, %[[M4]] : {{.+}}) outs(%{{.+}} : tensor<2x2x16x32xf16>)
 // CHECK: %[[R:.+]] = tensor.collapse_shape %[[A]] {{\[}}[0, 1], [2], [3]] : tensor<2x2x16x32xf16> into tensor<4x16x32xf16>
 // CHECK: return %[[R]]
+
+// -----
+
+// Q, K and V cut from one fused projection: slices of a (3, B, H, N, D) transpose. Each
+// becomes a slice of the projection's (B, N, 3, H, D) layout read through the map; the
+// transpose goes.
+#q = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3, d5)>
+#k = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d6, d5)>
+#v = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d6, d4)>
+#s = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> ()>
+#o = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3, d4)>
+func.func @fused_qkv(%qkv: tensor<2x48x3x4x16xf32>) -> tensor<1x2x4x48x16xf32> {
+  %scale = arith.constant 0.25 : f32
+  %e5 = tensor.empty() : tensor<3x2x4x48x16xf32>
+  %t = linalg.transpose ins(%qkv : tensor<2x48x3x4x16xf32>) outs(%e5 : tensor<3x2x4x48x16xf32>) permutation = [2, 0, 3, 1, 4]
+  %q = tensor.extract_slice %t[0, 0, 0, 0, 0] [1, 2, 4, 48, 16] [1, 1, 1, 1, 1] : tensor<3x2x4x48x16xf32> to tensor<1x2x4x48x16xf32>
+  %k = tensor.extract_slice %t[1, 0, 0, 0, 0] [1, 2, 4, 48, 16] [1, 1, 1, 1, 1] : tensor<3x2x4x48x16xf32> to tensor<1x2x4x48x16xf32>
+  %v = tensor.extract_slice %t[2, 0, 0, 0, 0] [1, 2, 4, 48, 16] [1, 1, 1, 1, 1] : tensor<3x2x4x48x16xf32> to tensor<1x2x4x48x16xf32>
+  %e = tensor.empty() : tensor<1x2x4x48x16xf32>
+  // expected-remark @below {{head split and merge fused into attention (3 transposes folded into its indexing maps)}}
+  %a = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #o]}>
+      ins(%q, %k, %v, %scale : tensor<1x2x4x48x16xf32>, tensor<1x2x4x48x16xf32>, tensor<1x2x4x48x16xf32>, f32)
+      outs(%e : tensor<1x2x4x48x16xf32>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<1x2x4x48x16xf32>
+  return %a : tensor<1x2x4x48x16xf32>
+}
+// (d0, ..., d6) = (1, B, H, m, n, k1, k2): Q at (B, m, 0, H, k1) of the (B, N, 3, H, D) tensor
+// CHECK-DAG: #[[FQ:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d3, d0, d2, d5)>
+// CHECK-DAG: #[[FK:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d6, d0, d2, d5)>
+// CHECK-DAG: #[[FV:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d6, d0, d2, d4)>
+// CHECK-LABEL: func.func @fused_qkv(
+// CHECK-SAME: %[[QKV:[a-z0-9]+]]: tensor<2x48x3x4x16xf32>
+// CHECK-NOT: linalg.transpose
+// CHECK-DAG: %[[Q:.+]] = tensor.extract_slice %[[QKV]][0, 0, 0, 0, 0] [2, 48, 1, 4, 16] [1, 1, 1, 1, 1]
+// CHECK-DAG: %[[K:.+]] = tensor.extract_slice %[[QKV]][0, 0, 1, 0, 0] [2, 48, 1, 4, 16] [1, 1, 1, 1, 1]
+// CHECK-DAG: %[[V:.+]] = tensor.extract_slice %[[QKV]][0, 0, 2, 0, 0] [2, 48, 1, 4, 16] [1, 1, 1, 1, 1]
+// CHECK: iree_linalg_ext.attention <indexing_maps = [#[[FQ]], #[[FK]], #[[FV]], #{{.+}}, #{{.+}}]> ins(%[[Q]], %[[K]], %[[V]], %{{.+}} : tensor<2x48x1x4x16xf32>, tensor<2x48x1x4x16xf32>, tensor<2x48x1x4x16xf32>, f32)
 
 // -----
 
