@@ -14,7 +14,8 @@ output checked against PyTorch. Prints (and writes) a Markdown table.
 from __future__ import annotations
 
 import dataclasses
-import statistics
+import functools
+import itertools
 import sys
 import tempfile
 from pathlib import Path
@@ -23,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fusion_compiler.kernels import schedules  # noqa: E402
-from fusion_compiler.kernels.attention import Spec, contiguous, load_source  # noqa: E402
+from fusion_compiler.kernels.attention import load_source  # noqa: E402
+from fusion_compiler.tools.autotune import time_ms  # noqa: E402
 
-_LOG2E = 1.4426950408889634
 # (B·H, K/V heads per query head group, N, D): the grid's causal cases
 CASES = [
     (64, 1, 1024, 128),
@@ -35,81 +36,41 @@ CASES = [
     (8, 1, 65536, 128),
     (32, 4, 8192, 128),
 ]
-_LAUNCHES = 10
 _SETS = 3
 
 
-def _schedules(n: int, d: int) -> list[tuple[str, bool, schedules.Tiles, int]]:
-    """(label, causal, tiles, persistent programs) to time for one case."""
+def _persistent(tiles: schedules.Tiles, d: int) -> schedules.Tiles:
+    """``tiles`` run by as many persistent programs as the GPU holds at once."""
+    return dataclasses.replace(tiles, persistent=schedules.resident_programs(tiles, d, "sm_90"))
+
+
+def _schedules(n: int, d: int) -> list[tuple[str, bool, schedules.Tiles]]:
+    """(label, causal, tiles) to time for one case."""
     full, _ = schedules.choose(schedules.ShapeClass.of("sm_90", "f16", d, False, n))
     causal, _ = schedules.choose(schedules.ShapeClass.of("sm_90", "f16", d, True, n))
-    resident = schedules.resident_programs(causal, d, "sm_90")
-    found = [
-        ("full, tuned tiles", False, full, 0),
-        ("causal, tuned tiles, a program per row block", True, causal, 0),
-        (f"causal, tuned tiles, persistent x{resident}", True, causal, resident),
-    ]
+    # (label, tiles, also with a program per row block)
+    variants = [("tuned tiles", causal, True)]
     if n <= 1024:  # the shortest tiles: taller or narrower ones too
         for tiles in (schedules.Tiles(128, 64, 8, 2), schedules.Tiles(64, 32, 4, 4)):
-            programs = schedules.resident_programs(tiles, d, "sm_90")
-            label = f"causal {tiles.block_m}x{tiles.block_n}, {tiles.num_warps} warps, "
-            label += f"{tiles.num_stages} stages, persistent x{programs}"
-            found.append((label, True, tiles, programs))
+            label = f"{tiles.block_m}x{tiles.block_n}, {tiles.num_warps} warps, "
+            variants.append((label + f"{tiles.num_stages} stages", tiles, False))
     if n <= 4096:
         for stages in (2, 4):
             tiles = dataclasses.replace(causal, num_stages=stages)
-            programs = schedules.resident_programs(tiles, d, "sm_90")
-            found.append((f"causal, {stages} stages, a program per row block", True, tiles, 0))
-            label = f"causal, {stages} stages, persistent x{programs}"
-            found.append((label, True, tiles, programs))
+            variants.append((f"{stages} stages", tiles, True))
+    found = [("full, tuned tiles", False, full)]
+    for label, tiles, per_row_block in variants:
+        if per_row_block:
+            found.append((f"causal, {label}, a program per row block", True, tiles))
+        persistent = _persistent(tiles, d)
+        found.append((f"causal, {label}, persistent x{persistent.persistent}", True, persistent))
     return found
 
 
-def _spec(batch: int, group: int, n: int, d: int, causal: bool, tiles, persistent: int) -> Spec:
-    return Spec(
-        dtype="f16",
-        mask_dtype=None,
-        batch=batch,
-        n_q=n,
-        n_k=n,
-        d=d,
-        dv=d,
-        views=(contiguous(n, d),) * 5,
-        causal_offset=0 if causal else None,
-        qk_scale=d**-0.5 * _LOG2E,
-        score="x",
-        block_m=tiles.block_m,
-        block_n=tiles.block_n,
-        num_warps=tiles.num_warps,
-        num_stages=tiles.num_stages,
-        kv_group=group,
-        persistent=persistent,
-    )
-
-
-def _time(kernel, spec: Spec, sets, out) -> float:
-    import torch
-
-    def call(q, k, v) -> None:
-        kernel[spec.grid](
-            q, k, v, q, q, out, num_warps=spec.num_warps, num_stages=spec.num_stages,
-            **spec.constants(),
-        )  # fmt: skip
-
-    for q, k, v in sets:
-        call(q, k, v)
-    torch.cuda.synchronize()
-    times = []
-    for i in range(20):
-        q, k, v = sets[i % len(sets)]
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(_LAUNCHES):
-            call(q, k, v)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / _LAUNCHES)
-    return statistics.median(times)
+def _launch_next(launch, sets, out) -> None:
+    """One launch on the next input set (no mask; sizes static: Q is bound for both)."""
+    q, k, v = next(sets)
+    launch(q, k, v, q, q, out)
 
 
 def main(out_path: Path | None, only: str = "") -> None:
@@ -130,8 +91,8 @@ def main(out_path: Path | None, only: str = "") -> None:
         ]
         name = f"B·H {batch}" + (f" (K/V {batch // group})" if group > 1 else "") + f" N{n} D{d}"
         full_tflops = None
-        for label, causal, tiles, persistent in _schedules(n, d):
-            spec = _spec(batch, group, n, d, causal, tiles, persistent)
+        for label, causal, tiles in _schedules(n, d):
+            spec = schedules.plain_spec(tiles, batch, n, d, causal, kv_group=group)
             q, k, v = sets[0]
             # the reference in float32, or above 16384 keys (where its N x N scores would
             # not fit) torch's fp16 flash attention
@@ -143,13 +104,19 @@ def main(out_path: Path | None, only: str = "") -> None:
             out = torch.empty_like(q)
             with tempfile.TemporaryDirectory() as directory:
                 kernel = load_source(spec, Path(directory))
+                launch = functools.partial(
+                    kernel[spec.grid],
+                    num_warps=spec.num_warps,
+                    num_stages=spec.num_stages,
+                    **spec.constants(),
+                )
+                rotation = functools.partial(_launch_next, launch, itertools.cycle(sets), out)
                 try:
-                    ms = _time(kernel, spec, sets, out)
+                    ms = time_ms(rotation, repeats=20)
                 except Exception as exc:  # out of resources: a result
                     lines.append(f"| {name} | {label} | failed: {str(exc)[:60]} |")
                     continue
-            kernel[spec.grid](q, k, v, q, q, out, num_warps=spec.num_warps,
-                              num_stages=spec.num_stages, **spec.constants())  # fmt: skip
+                launch(q, k, v, q, q, out)  # the first set, checked
             error = ((out.float() - want).norm() / want.norm()).item()
             tflops = 4 * batch * n * n * d / (2 if causal else 1) / ms / 1e9
             if not causal:

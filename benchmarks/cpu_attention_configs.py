@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 import fusion_compiler as fc
+from fusion_compiler.targets import get_target
 
 BIN = Path(sys.executable).parent
 _PIPELINE = (
@@ -38,32 +39,29 @@ class _SDPA(torch.nn.Module):
         return F.scaled_dot_product_attention(q, k, v)
 
 
-def _time(mlir: str | None, shape: str, folder: Path) -> str:
-    """Compiles ``mlir`` (None: times the module already at folder/m.vmfb) and times it."""
+def _time(mlir: str, shape: str, folder: Path) -> str:
+    """Compiles ``mlir`` for this CPU and times it; or why it does not compile."""
     source, module = folder / "m.mlir", folder / "m.vmfb"
-    if mlir is None:
-        return _run(module, shape)
     source.write_text(mlir)
     compiled = subprocess.run(
         [
             BIN / "iree-compile", "--compile-from=input", source, "-o", module,
-            "--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
-            "--iree-llvmcpu-target-cpu=host",
+            *get_target("cpu").flags,
         ],
         capture_output=True, text=True,
     )  # fmt: skip
     if compiled.returncode:
         errors = [line for line in compiled.stderr.splitlines() if "error:" in line]
         return "fails to compile: " + (errors[0].split("error:")[1].strip() if errors else "?")
-    return _run(module, shape)
+    return _run(module.read_bytes(), shape)
 
 
-def _run(module: Path, shape: str) -> str:
+def _run(module: bytes, shape: str) -> str:
     """Median wall time of 10 blocking calls through ``fc.load`` (local-task), as a user
     calls it, after one warm-up call."""
     sizes = [int(x) for x in shape.split("x")[:-1]]
     inputs = [torch.randn(sizes) for _ in range(3)]
-    call = fc.load(module.read_bytes(), device="local-task")
+    call = fc.load(module, device="local-task")
     call(*inputs)
     times = []
     for _ in range(10):
@@ -83,8 +81,7 @@ def main(b: int, h: int, n: int, d: int, configs: list[str]) -> None:
     print("|---|---|---|")
     with tempfile.TemporaryDirectory() as directory:
         folder = Path(directory)
-        fc.compile(_SDPA(), example_args=inputs, target="cpu").save(folder / "m.vmfb")
-        online = _time(None, shape, folder)
+        online = _run(fc.compile(_SDPA(), example_args=inputs, target="cpu").vmfb, shape)
         print(f"| | ours: online softmax, host loops of dispatches (the default) | {online} |")
         print(f"| | IREE's op, IREE's own configuration | {_time(fused.mlir, shape, folder)} |")
         for config in configs:
@@ -103,7 +100,7 @@ def main(b: int, h: int, n: int, d: int, configs: list[str]) -> None:
             label = (
                 f"IREE's op, distribution [{dist}], parallel [{parallel}], reduction [{reduction}]"
             )
-            print(f"| | {label} | {_time(mlir, shape, Path(directory))} |", flush=True)
+            print(f"| | {label} | {_time(mlir, shape, folder)} |", flush=True)
 
 
 if __name__ == "__main__":

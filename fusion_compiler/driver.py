@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,8 +29,9 @@ class CompiledModule:
     stats: dict[str, int] = field(default_factory=dict)
     remarks: list[Diagnostic] = field(default_factory=list)
     # ``mlir`` elides large constants to stay readable; what ``save`` writes keeps them,
-    # so iree-compile and fusion-opt can take the file
-    full_mlir: str | None = field(default=None, repr=False)
+    # so iree-compile and fusion-opt can take the file (printed only then, from the IR
+    # this holds on to)
+    _full_mlir: Callable[[], str] | None = field(default=None, repr=False, compare=False)
 
     def save(self, path: str | Path) -> Path:
         """Writes the .vmfb (or, for an earlier stage, the MLIR text with every constant)
@@ -37,7 +40,7 @@ class CompiledModule:
         if self.vmfb is not None:
             path.write_bytes(self.vmfb)
         else:
-            path.write_text(self.full_mlir or self.mlir or "")
+            path.write_text(self._full_mlir() if self._full_mlir else self.mlir or "")
         return path
 
 
@@ -117,7 +120,7 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     def done(at: Stage) -> CompiledModule:
         result.stage = at
         result.mlir = str(op.get_asm(large_elements_limit=16, assume_verified=True))
-        result.full_mlir = str(op.get_asm(assume_verified=True))
+        result._full_mlir = functools.partial(_asm, op)
         return result
 
     if compile_to is Stage.TORCH:
@@ -164,6 +167,10 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     result.vmfb = session.to_vmfb(op)
     result.stage = Stage.VMFB
     return result
+
+
+def _asm(op: ir.Operation) -> str:
+    return str(op.get_asm(assume_verified=True))
 
 
 def _lower_to_linalg(session: CompilerSession, torch_module: ir.Operation) -> ir.Operation:

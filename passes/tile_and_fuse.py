@@ -43,10 +43,6 @@ class Options:
     pass
 
 
-def _maps(op: ir.Operation) -> list[ir.AffineMap]:
-    return [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
-
-
 def _producer(value: ir.Value, name: str) -> ir.Operation | None:
     op = linalg.producer(value)
     return op if op is not None and op.name == name else None
@@ -76,7 +72,7 @@ def _rebuild(
                     operands[i], index(positions[i].index(loop_dim))
                 ).result
         init = dialects.tensor.EmptyOp(sizes, result.element_type).result
-        attributes = {a.name: a.attr for a in (op.attributes[i] for i in range(len(op.attributes)))}
+        attributes = {name: op.attributes[name] for name in op.attributes}
         attributes["indexing_maps"] = ir.ArrayAttr.get(maps)
         new = ir.Operation.create(
             op.name,
@@ -92,7 +88,7 @@ def _rebuild(
 def split_batch(op: ir.Operation) -> ir.Operation | str:
     """attention(collapse(Q4), collapse(K4), collapse(V4)) over (B·H, ...) ->
     collapse(attention(Q4, K4, V4) over (B, H, ...)): the reason when it does not apply."""
-    maps = _maps(op)
+    maps = linalg.indexing_maps(op)
     n_in = len(maps) - 1
     out_dims = dims(maps[-1])
     if any(_pos(e) is None for m in maps for e in m.results):
@@ -157,12 +153,9 @@ def split_batch(op: ir.Operation) -> ir.Operation | str:
             user.results[0].replace_all_uses_with(result)
             user.erase()
     if list(op.results[0].uses):
-        groups = [[a] for a in range(o_position)] + [
-            list(range(o_position, o_position + len(split)))
-        ]
-        groups += [[a + extra] for a in range(o_position + 1, old_type.rank)]
+        groups = _split_groups(old_type.rank, o_position, len(split))
         with ir.InsertionPoint(op), op.location:
-            folded = dialects.tensor.CollapseShapeOp(old_type, result, _reassociation(groups))
+            folded = dialects.tensor.CollapseShapeOp(old_type, result, groups)
         op.results[0].replace_all_uses_with(folded.result)
     erase_dead([op, *collapses])
     return new
@@ -175,7 +168,11 @@ def _pos(expr: ir.AffineExpr) -> int | None:
         return None
 
 
-def _reassociation(groups: list[list[int]]) -> ir.ArrayAttr:
+def _split_groups(rank: int, axis: int, parts: int) -> ir.ArrayAttr:
+    """The reassociation between a rank-``rank`` tensor and the same with ``axis`` split
+    into ``parts`` dims (for collapse_shape and expand_shape alike)."""
+    groups = [[a] for a in range(axis)] + [list(range(axis, axis + parts))]
+    groups += [[a + parts - 1] for a in range(axis + 1, rank)]
     i64 = ir.IntegerType.get_signless(64)
     return ir.ArrayAttr.get(
         [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, a) for a in g]) for g in groups]
@@ -189,13 +186,11 @@ def _expand(op: ir.Operation, value: ir.Value, axis: int, split: list[int]) -> i
         return "the mask has a dynamic shape"
     element = ir.RankedTensorType(value.type).element_type
     new_shape = shape[:axis] + split + shape[axis + 1 :]
-    groups = [[a] for a in range(axis)] + [list(range(axis, axis + len(split)))]
-    groups += [[a + len(split) - 1] for a in range(axis + 1, len(shape))]
     with ir.InsertionPoint(op), op.location:
         return dialects.tensor.ExpandShapeOp(
             ir.RankedTensorType.get(new_shape, element),
             value,
-            _reassociation(groups),
+            _split_groups(len(shape), axis, len(split)),
             [],
             new_shape,
         ).result
@@ -246,7 +241,7 @@ def fold_transposes(op: ir.Operation) -> tuple[ir.Operation, int]:
     """attention(transpose(X), ...) -> transpose(attention(X, ...)) with X read through a
     permuted map; transpose(attention(...)) -> attention(...) writing the permuted layout.
     The op (new if anything folded) and how many transposes it took."""
-    maps = _maps(op)
+    maps = linalg.indexing_maps(op)
     n_in, n_dims = len(maps) - 1, maps[0].n_dims
     operands, new_maps, folded = [], [], []
     for i in range(n_in):

@@ -9,6 +9,7 @@ from models import ExplicitAttentionBlock, MultiheadAttentionBlock, SDPABlock
 
 import fusion_compiler as fc
 from fusion_compiler import passes
+from fusion_compiler.targets import get_target
 
 # (model factory, fused attention ops after our passes, softmaxes left in the IR)
 MODELS = {
@@ -104,6 +105,19 @@ def test_compile_to_stops_at_stage(stage: str, tmp_path: Path) -> None:
     assert marker in module.mlir
     with pytest.raises(fc.FusionCompilerError, match="no bytecode"):
         fc.load(module)
+
+
+def test_saved_stage_keeps_every_constant_for_iree_compile(tmp_path: Path) -> None:
+    """``mod.mlir`` elides the weights to stay readable; ``mod.save`` writes them, so the
+    file compiles with iree-compile and runs to PyTorch's numbers."""
+    model = _model("explicit")
+    fused = fc.compile(model, example_args=(torch.randn(1, 8, 64),), compile_to="fused")
+    source, module = fused.save(tmp_path / "fused.mlir"), tmp_path / "m.vmfb"
+    flags = get_target("cpu").flags
+    tool("iree-compile", "--compile-from=input", str(source), "-o", str(module), *flags)
+    x = torch.randn(1, 8, 64)
+    with torch.no_grad():
+        assert rel_error(fc.load(module)(x), model(x)) < 1e-5
 
 
 def test_linalg_mlir_text_compiles_and_runs() -> None:

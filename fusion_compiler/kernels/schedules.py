@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from fusion_compiler.kernels.attention import padded
+from fusion_compiler.kernels.attention import Spec, contiguous, padded
 
 TABLE = Path(__file__).with_name("schedules.json")
 _SHARED_BYTES = 227 * 1024  # per block on sm_90
@@ -112,11 +112,36 @@ def fit(
         key_blocks = -(-n_k // tiles.block_n) if n_k > 0 else 1 << 20
         splits = max(1, min(-(-4 * sms // programs), key_blocks // 4, 64))
     fitted = replace(tiles, block_m=block_m, splits=splits, pack_gqa=int(pack))
-    resident = resident_programs(fitted, shape.d, shape.arch)
     if shape.causal and splits == 1 and not pack and 0 < n_k <= _PERSISTENT_KEYS:
+        resident = resident_programs(fitted, shape.d, shape.arch)
         if programs > resident:
             fitted = replace(fitted, persistent=resident)
     return fitted
+
+
+def plain_spec(tiles: Tiles, batch: int, n: int, d: int, causal: bool, kv_group: int = 1) -> Spec:
+    """The kernel for fp16 attention over contiguous (batch, n, d) operands, no mask,
+    scale d^-0.5, with these tiles: what fusion-autotune and the schedule benchmarks
+    time."""
+    return Spec(
+        dtype="f16",
+        mask_dtype=None,
+        batch=batch,
+        n_q=n,
+        n_k=n,
+        d=d,
+        dv=d,
+        views=(contiguous(n, d),) * 5,
+        causal_offset=0 if causal else None,
+        qk_scale=d**-0.5 * 1.4426950408889634,  # scale * log2(e)
+        score="x",
+        block_m=tiles.block_m,
+        block_n=tiles.block_n,
+        num_warps=tiles.num_warps,
+        num_stages=tiles.num_stages,
+        kv_group=kv_group,
+        persistent=tiles.persistent,
+    )
 
 
 def choose(shape: ShapeClass, table: dict[str, dict] | None = None) -> tuple[Tiles, str]:

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from fusion_compiler.kernels import schedules
-from fusion_compiler.kernels.attention import Spec, contiguous, load_source
+from fusion_compiler.kernels.attention import load_source
 
 SPACE = [
     schedules.Tiles(m, n, w, s)
@@ -35,7 +35,6 @@ CLASSES = [
     for causal in (False, True)
     for n in (1024, 4096, 16384)
 ]
-_LOG2E = 1.4426950408889634
 # Launches between one pair of events: timing single launches let the host's launch cost
 # pick the tiles of short kernels (measured: at N <= 4096 causal, tiles chosen that way
 # ran 12-16% slower inside the module than the ones chosen by device time).
@@ -47,7 +46,9 @@ def _batch(shape: schedules.ShapeClass) -> int:
     return {1024: 64, 4096: 32, 16384: 16}[shape.n]
 
 
-def _time_ms(call, repeats: int) -> float:
+def time_ms(call, repeats: int) -> float:
+    """Median over ``repeats`` of CUDA-event time per launch of ``call``, launched
+    _LAUNCHES times between each pair of events, after 3 warm-up calls."""
     import torch
 
     for _ in range(3):
@@ -78,24 +79,7 @@ def tune(shape: schedules.ShapeClass, repeats: int, progress) -> dict | None:
         if schedules.shared_bytes(tiles, d) > 227 * 1024:
             progress(f"{shape.key} {tiles}: skipped (shared memory)")
             continue
-        view = contiguous(n, d)
-        spec = Spec(
-            dtype="f16",
-            mask_dtype=None,
-            batch=batch,
-            n_q=n,
-            n_k=n,
-            d=d,
-            dv=d,
-            views=(view,) * 5,
-            causal_offset=0 if shape.causal else None,
-            qk_scale=d**-0.5 * _LOG2E,
-            score="x",
-            block_m=tiles.block_m,
-            block_n=tiles.block_n,
-            num_warps=tiles.num_warps,
-            num_stages=tiles.num_stages,
-        )
+        spec = schedules.plain_spec(tiles, batch, n, d, shape.causal)
         out = torch.empty_like(q)
         with tempfile.TemporaryDirectory() as directory:
             kernel = load_source(spec, Path(directory))
@@ -116,7 +100,7 @@ def tune(shape: schedules.ShapeClass, repeats: int, progress) -> dict | None:
             try:
                 call()
                 error = ((out.float() - want).norm() / want.norm()).item()
-                ms = _time_ms(call, repeats)
+                ms = time_ms(call, repeats)
             except Exception as exc:  # out of resources: a result, not a failure
                 progress(f"{shape.key} {tiles}: failed ({str(exc).splitlines()[0][:60]})")
                 continue
