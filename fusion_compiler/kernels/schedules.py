@@ -119,19 +119,23 @@ def fit(
     return fitted
 
 
-def plain_spec(tiles: Tiles, batch: int, n: int, d: int, causal: bool, kv_group: int = 1) -> Spec:
-    """The kernel for fp16 attention over contiguous (batch, n, d) operands, no mask,
-    scale d^-0.5, with these tiles: what fusion-autotune and the schedule benchmarks
-    time."""
+def plain_spec(
+    tiles: Tiles, batch: int, n: int, d: int, causal: bool, kv_group: int = 1, n_k: int = 0
+) -> Spec:
+    """The kernel for fp16 attention over contiguous (batch, n, d) operands (K and V:
+    (batch // kv_group, n_k or n, d)), no mask, scale d^-0.5, with these tiles: what
+    fusion-autotune and the schedule benchmarks time."""
+    n_k = n_k or n
+    q_view, kv_view = contiguous(n, d), contiguous(n_k, d)
     return Spec(
         dtype="f16",
         mask_dtype=None,
         batch=batch,
         n_q=n,
-        n_k=n,
+        n_k=n_k,
         d=d,
         dv=d,
-        views=(contiguous(n, d),) * 5,
+        views=(q_view, kv_view, kv_view, q_view, q_view),
         causal_offset=0 if causal else None,
         qk_scale=d**-0.5 * 1.4426950408889634,  # scale * log2(e)
         score="x",
