@@ -19,11 +19,11 @@ from pathlib import Path
 from fusion_compiler.errors import FusionCompilerError
 
 _TEMPLATE = Path(__file__).with_name("flash_template.py")
-_SCORE_STUB = "            x = x  # generated: the score region, on base-2 logits\n"
+_SCORE_STUB = "    x = x  # generated: the score region, on base-2 logits\n"
 _TRITON_TYPES = {"f16": "fp16", "bf16": "bf16", "f32": "fp32"}
 _MASK_PARAM = "Mask,  # generated: mask inputs"
 _MASK_LOAD = (
-    "                bias = tl.load(Mask + _m_offsets(batch, rows[:, None], keys[None, :],"
+    "        bias = tl.load(Mask + _m_offsets(batch, rows[:, None], keys[None, :],"
     " n_q, n_k), mask=inside, other=0.0)  # noqa: E501 - generated: mask\n"
 )
 _VIEW_STUB = "    return 0  # generated: {} view\n"
@@ -225,11 +225,11 @@ def source_of(spec: Spec) -> str:
     stubs = [_SCORE_STUB, _MASK_PARAM, _MASK_LOAD] + [_VIEW_STUB.format(n) for n in "QKVMO"]
     if any(stub not in text for stub in stubs):
         raise RuntimeError(f"{_TEMPLATE} lost a generated line")
-    text = text.replace(_SCORE_STUB, f"            x = {spec.score}\n")
+    text = text.replace(_SCORE_STUB, f"    x = {spec.score}\n")
     if spec.mask_expr is not None:
         inputs = " ".join(f"L{i}," for i in range(len(spec.mask_inputs)))
         text = text.replace(_MASK_PARAM, inputs)
-        text = text.replace(_MASK_LOAD, f"                bias = {spec.mask_expr}\n")
+        text = text.replace(_MASK_LOAD, f"        bias = {spec.mask_expr}\n")
     for name, view in zip("QKVMO", spec.views, strict=True):
         text = text.replace(_VIEW_STUB.format(name), f"    return {_offsets_expression(view)}\n")
     return text

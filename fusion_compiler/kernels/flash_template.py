@@ -201,8 +201,6 @@ def _row_block(
     else:
         batch = program_batch.to(tl.int64)
         kv_batch = batch // KV_GROUP
-    cols = tl.arange(0, BLOCK_N)
-    d = tl.arange(0, D_PAD)
     dv = tl.arange(0, DV_PAD)
     if Q_LOADED:
         q = loaded_q
@@ -240,48 +238,13 @@ def _row_block(
         else:
             first, last = middle, hi
         for start_n in range(first, last, BLOCK_N):
-            keys = start_n + cols
-            k = tl.load(  # (D_PAD, BLOCK_N): K transposed by the view
-                K + _k_offsets(kv_batch, keys[None, :], d[:, None], n_q, n_k),
-                mask=(d[:, None] < D) & (keys[None, :] < n_k),
-                other=0.0,
-            )
-            # with LATE_SCALE, x stays unscaled (base-2 logits / QK_SCALE) until exp2, where
-            # the scale and the max's subtraction are one FMA (H200: 1-2% faster)
-            x = tl.dot(q, k)
-            if not LATE_SCALE:
-                x = x * QK_SCALE
-            x = x  # generated: the score region, on base-2 logits
-            if HAS_MASK:
-                inside = (rows[:, None] < n_q) & (keys[None, :] < n_k)
-                bias = tl.load(Mask + _m_offsets(batch, rows[:, None], keys[None, :], n_q, n_k), mask=inside, other=0.0)  # noqa: E501 - generated: mask
-                if LATE_SCALE:
-                    x += bias.to(tl.float32) * (1.4426950408889634 / QK_SCALE)
-                else:
-                    x += bias.to(tl.float32) * 1.4426950408889634
-            # a run-time test, though false in a first loop of two: measured 4-6% faster
-            # on the H200, as Triton then waits for K before the first dot and for V only
-            # before the second (a compile-time test gets one wait for both)
-            if start_n >= unmasked:
-                visible = keys[None, :] < n_k
-                if CAUSAL:
-                    visible = visible & (keys[None, :] <= rows[:, None] + CAUSAL_OFFSET)
-                x = tl.where(visible, x, -float("inf"))
-            if LATE_SCALE:
-                m_new = tl.maximum(m_i, tl.max(x, 1) * QK_SCALE)
-                p = tl.math.exp2(x * QK_SCALE - m_new[:, None])
-            else:
-                m_new = tl.maximum(m_i, tl.max(x, 1))
-                p = tl.math.exp2(x - m_new[:, None])
-            alpha = tl.math.exp2(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            v = tl.load(
-                V + _v_offsets(kv_batch, keys[:, None], dv[None, :], n_q, n_k),
-                mask=(keys[:, None] < n_k) & (dv[None, :] < DV),
-                other=0.0,
-            )
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            m_i = m_new
+            m_i, l_i, acc = _key_block(
+                K, V,
+                Mask,  # generated: mask inputs
+                q, m_i, l_i, acc, start_n, unmasked, rows, batch, kv_batch, n_q, n_k,
+                QK_SCALE, LATE_SCALE, D, D_PAD, DV, DV_PAD, CAUSAL, CAUSAL_OFFSET, HAS_MASK,
+                BLOCK_N,
+            )  # fmt: skip
     if SPLITS > 1:
         # this split's rows, normalised, and their log2-sum-exp2 (-inf: it saw no key)
         seen = l_i > 0
@@ -298,6 +261,81 @@ def _row_block(
             out.to(Out.dtype.element_ty),
             mask=(rows[:, None] < n_q) & (dv[None, :] < DV),
         )
+
+
+@triton.jit
+def _key_block(
+    K,
+    V,
+    Mask,  # generated: mask inputs
+    q,
+    m_i,
+    l_i,
+    acc,
+    start_n,  # the key block's first key
+    unmasked,  # keys from here on need an element mask
+    rows,
+    batch,
+    kv_batch,
+    n_q,
+    n_k,
+    QK_SCALE: tl.constexpr,
+    LATE_SCALE: tl.constexpr,
+    D: tl.constexpr,
+    D_PAD: tl.constexpr,
+    DV: tl.constexpr,
+    DV_PAD: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    CAUSAL_OFFSET: tl.constexpr,
+    HAS_MASK: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """One step of the online softmax: the running max, sum and output accumulator of
+    the rows after the key block at ``start_n``."""
+    keys = start_n + tl.arange(0, BLOCK_N)
+    d = tl.arange(0, D_PAD)
+    dv = tl.arange(0, DV_PAD)
+    k = tl.load(  # (D_PAD, BLOCK_N): K transposed by the view
+        K + _k_offsets(kv_batch, keys[None, :], d[:, None], n_q, n_k),
+        mask=(d[:, None] < D) & (keys[None, :] < n_k),
+        other=0.0,
+    )
+    # with LATE_SCALE, x stays unscaled (base-2 logits / QK_SCALE) until exp2, where
+    # the scale and the max's subtraction are one FMA (H200: 1-2% faster)
+    x = tl.dot(q, k)
+    if not LATE_SCALE:
+        x = x * QK_SCALE
+    x = x  # generated: the score region, on base-2 logits
+    if HAS_MASK:
+        inside = (rows[:, None] < n_q) & (keys[None, :] < n_k)
+        bias = tl.load(Mask + _m_offsets(batch, rows[:, None], keys[None, :], n_q, n_k), mask=inside, other=0.0)  # noqa: E501 - generated: mask
+        if LATE_SCALE:
+            x += bias.to(tl.float32) * (1.4426950408889634 / QK_SCALE)
+        else:
+            x += bias.to(tl.float32) * 1.4426950408889634
+    # a run-time test, though false in a first loop of two: measured 4-6% faster
+    # on the H200, as Triton then waits for K before the first dot and for V only
+    # before the second (a compile-time test gets one wait for both)
+    if start_n >= unmasked:
+        visible = keys[None, :] < n_k
+        if CAUSAL:
+            visible = visible & (keys[None, :] <= rows[:, None] + CAUSAL_OFFSET)
+        x = tl.where(visible, x, -float("inf"))
+    if LATE_SCALE:
+        m_new = tl.maximum(m_i, tl.max(x, 1) * QK_SCALE)
+        p = tl.math.exp2(x * QK_SCALE - m_new[:, None])
+    else:
+        m_new = tl.maximum(m_i, tl.max(x, 1))
+        p = tl.math.exp2(x - m_new[:, None])
+    alpha = tl.math.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    v = tl.load(
+        V + _v_offsets(kv_batch, keys[:, None], dv[None, :], n_q, n_k),
+        mask=(keys[:, None] < n_k) & (dv[None, :] < DV),
+        other=0.0,
+    )
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+    return m_new, l_i, acc
 
 
 @triton.jit
