@@ -6,8 +6,9 @@ For each causal case of the CUDA grid (fp16), times the generated kernel with on
 program per row block (longest first per head) and with persistent programs (as many
 as the GPU holds at once) that take the (row block, head) tiles of all heads longest
 first in snake order, next to full attention with its tuned tiles, and next to full
-attention over N/2 keys: the work of causal attention, spread evenly over the row
-blocks, which bounds what any causal schedule of these tiles can reach. At N <= 4096
+attention over N/2 keys: the work of causal attention spread evenly over the row
+blocks, a reference for what a causal schedule of these tiles can reach (causal
+attention also computes the masked half of each diagonal block). At N <= 4096
 also with other pipeline depths. Kernel time as CUPTI records it (torch's profiler,
 as attention_peers.py times IREE's modules): 100 launches back to back, three input
 sets rotated, median of 5; every output checked against PyTorch. Prints (and writes) a
