@@ -60,10 +60,10 @@ ONLINE_SOFTMAX_PIPELINE: tuple[str, ...] = (
     "fusion-find-softmax",
 )
 ATTENTION_MODES = ("auto", "iree", "online-softmax")
-# On the CPU, 128x128 blocks ran 8%-61% faster than the pass's 64x64 default (fewer
-# dispatches per key block; B1 H8 D64 fp32, 2 threads: benchmarks/results/cpu_2threads.md
-# and cpu.md give both, from runs of the same day).
-_CPU_BLOCKS = "fusion-online-softmax{block-q=128 block-k=128}"
+# On the CPU, blocks sized to the batch (``online_softmax.blocks``: 256x256 or 128x128)
+# run faster than the pass's 64x64 default (128x128 8%-61% faster, fewer dispatches per
+# key block; B1 H8 D64 fp32, 2 threads: benchmarks/results/cpu_2threads.md and cpu.md).
+_CPU_BLOCKS = "fusion-online-softmax{block-q=0 block-k=0}"
 
 
 # Vulkan: each fused attention becomes a generated SPIR-V kernel; what it cannot take is
