@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import fusion_compiler as fc  # noqa: E402
+from fusion_compiler.tools.autotune import kernel_ms  # noqa: E402
 
 # (B, H, Hkv, N, D, dtype, causal): the grid of the CUDA benchmark issue
 _SHAPES = [
@@ -145,14 +146,13 @@ def _iree_system(path: Path):
         for args in inputs:  # warm-up
             function.submit(*args)
         function.submit(*inputs[0]).wait()
-        activities = [torch.profiler.ProfilerActivity.CUDA]
-        with torch.profiler.profile(activities=activities) as profile:
+
+        def back_to_back() -> None:
             for i in range(REPEATS):
                 last = function.submit(*inputs[i % len(inputs)])
             last.wait()
-        device = torch.autograd.DeviceType.CUDA
-        kernels = [e for e in profile.events() if e.device_type == device]
-        return sum(e.device_time for e in kernels) / REPEATS / 1e3
+
+        return kernel_ms(back_to_back, REPEATS)
 
     timer.call_ms = functools.partial(_wall_ms, function)
     return timer, function

@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from fusion_compiler.kernels import schedules  # noqa: E402
 from fusion_compiler.kernels.attention import load_source  # noqa: E402
+from fusion_compiler.tools.autotune import kernel_ms  # noqa: E402
 
 # (B·H, K/V heads per query head group, N, D): the grid's causal cases
 CASES = [
@@ -84,18 +85,15 @@ def _kernel_ms(call) -> float:
 
     import torch
 
+    def back_to_back() -> None:
+        for _ in range(_LAUNCHES):
+            call()
+        torch.cuda.synchronize()
+
     for _ in range(5):
         call()
     torch.cuda.synchronize()
-    rounds = []
-    for _ in range(5):
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
-            for _ in range(_LAUNCHES):
-                call()
-            torch.cuda.synchronize()
-        kernels = [e for e in profile.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-        rounds.append(sum(e.device_time for e in kernels) / _LAUNCHES / 1e3)
-    return statistics.median(rounds)
+    return statistics.median(kernel_ms(back_to_back, _LAUNCHES) for _ in range(5))
 
 
 def main(out_path: Path | None, only: str = "") -> None:
@@ -144,7 +142,6 @@ def main(out_path: Path | None, only: str = "") -> None:
                     lines.append(f"| {name} | {label} | failed: {str(exc)[:60]} |")
                     continue
                 launch(q, k, v, q, q, out)  # the first set, checked
-            del case_sets
             error = ((out.float() - want).norm() / want.norm()).item()
             # causal attention's FLOPs, as full attention over half the keys
             tflops = 4 * batch * n * n_k * d / (2 if causal else 1) / ms / 1e9

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from attention_peers import Unfused  # noqa: E402
-from fusion_compiler.passes import ONLINE_SOFTMAX_PIPELINE  # noqa: E402
+from fusion_compiler.passes import online_softmax_pipeline  # noqa: E402
 
 import fusion_compiler as fc  # noqa: E402
 
@@ -33,9 +33,7 @@ _CALLS = 30
 
 
 def _pipeline(block_q: int, block_k: int) -> str:
-    sized = f"fusion-online-softmax{{block-q={block_q} block-k={block_k}}}"
-    passes = [sized if p == "fusion-online-softmax" else p for p in ONLINE_SOFTMAX_PIPELINE]
-    return f"builtin.module({','.join(passes)})"
+    return f"builtin.module({','.join(online_softmax_pipeline(block_q, block_k))})"
 
 
 def main(shape: str, lengths: str, sizes: str) -> None:

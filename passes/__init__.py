@@ -63,7 +63,13 @@ ATTENTION_MODES = ("auto", "iree", "online-softmax")
 # On the CPU, blocks sized to the batch (``online_softmax.blocks``: 256x256 or 128x128)
 # run faster than the pass's 64x64 default (128x128 8%-61% faster, fewer dispatches per
 # key block; B1 H8 D64 fp32, 2 threads: benchmarks/results/cpu_2threads.md and cpu.md).
-_CPU_BLOCKS = "fusion-online-softmax{block-q=0 block-k=0}"
+_CPU_BLOCKS = (0, 0)
+
+
+def online_softmax_pipeline(block_q: int, block_k: int) -> list[str]:
+    """ONLINE_SOFTMAX_PIPELINE with these blocks (0: sized to the batch)."""
+    blocks = f"fusion-online-softmax{{block-q={block_q} block-k={block_k}}}"
+    return [blocks if p == "fusion-online-softmax" else p for p in ONLINE_SOFTMAX_PIPELINE]
 
 
 # Vulkan: each fused attention becomes a generated SPIR-V kernel; what it cannot take is
@@ -108,7 +114,7 @@ def default_pipeline(
             f"unknown attention mode {attention!r}; expected one of: {', '.join(ATTENTION_MODES)}"
         )
     if target == "cpu" and attention in ("auto", "online-softmax"):
-        return [_CPU_BLOCKS if p == "fusion-online-softmax" else p for p in ONLINE_SOFTMAX_PIPELINE]
+        return online_softmax_pipeline(*_CPU_BLOCKS)
     if attention == "online-softmax":
         return list(ONLINE_SOFTMAX_PIPELINE)
     if attention == "auto" and kernel_arch is not None and target == "cuda":

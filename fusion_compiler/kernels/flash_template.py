@@ -92,11 +92,10 @@ def attention(
             next_tile = _tile_of(step + 1, rounds, programs, DESYNC)
             next_q = _load_tile_q(Q, next_tile, n_q, n_k, D, D_PAD, BLOCK_M, BATCH, TILES)
             if tile < TILES:
-                start_m = TILES // BATCH - 1 - tile // BATCH
                 _row_block(
                     Q, K, V,
                     Mask,  # generated: mask inputs
-                    Out, start_m, tile % BATCH, 0, n_q, n_k, q, True,
+                    Out, _tile_row_block(tile, BATCH, TILES), tile % BATCH, 0, n_q, n_k, q, True,
                     QK_SCALE, LATE_SCALE, N_Q, D, D_PAD, DV, DV_PAD, CAUSAL, CAUSAL_OFFSET,
                     HAS_MASK, KV_GROUP, BLOCK_M, BLOCK_N, SPLITS, GROUP, LOOPS, BATCH,
                 )  # fmt: skip
@@ -131,6 +130,12 @@ def _tile_of(step, rounds, programs, DESYNC: tl.constexpr):
 
 
 @triton.jit
+def _tile_row_block(tile, BATCH: tl.constexpr, TILES: tl.constexpr):
+    """The row block of persistent tile ``tile`` (the longest first, see ``attention``)."""
+    return TILES // BATCH - 1 - tile // BATCH
+
+
+@triton.jit
 def _load_q(Q, batch, rows, n_q, n_k, D: tl.constexpr, D_PAD: tl.constexpr):
     d = tl.arange(0, D_PAD)
     return tl.load(
@@ -155,7 +160,7 @@ def _load_tile_q(
     """Q of a persistent program's tile (past the last: a tile in range, unused). Rows
     are never packed here: persistent programs run without GROUP (schedules.fit)."""
     tile = tl.minimum(tl.maximum(tile, 0), TILES - 1)
-    rows = (TILES // BATCH - 1 - tile // BATCH) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = _tile_row_block(tile, BATCH, TILES) * BLOCK_M + tl.arange(0, BLOCK_M)
     return _load_q(Q, (tile % BATCH).to(tl.int64), rows, n_q, n_k, D, D_PAD)
 
 

@@ -66,6 +66,18 @@ def time_ms(call, repeats: int) -> float:
     return statistics.median(times)
 
 
+def kernel_ms(run, calls: int) -> float:
+    """Device time per call of the CUDA kernels that ``run`` launches (``calls`` calls,
+    finished before it returns), as CUPTI records them through torch's profiler, which
+    sees IREE's launches too."""
+    import torch
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+        run()
+    kernels = [e for e in profile.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return sum(e.device_time for e in kernels) / calls / 1e3
+
+
 def tune(shape: schedules.ShapeClass, repeats: int, progress) -> dict | None:
     import torch
     import torch.nn.functional as F
