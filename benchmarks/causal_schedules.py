@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from fusion_compiler.kernels import schedules  # noqa: E402
 from fusion_compiler.kernels.attention import load_source  # noqa: E402
-from fusion_compiler.tools.autotune import kernel_ms  # noqa: E402
+from fusion_compiler.tools.autotune import kernel_ms, use_torch_scratch  # noqa: E402
 
 # (B·H, K/V heads per query head group, N, D): the grid's causal cases
 CASES = [
@@ -100,6 +100,7 @@ def main(out_path: Path | None, only: str = "") -> None:
     import torch
     import torch.nn.functional as F
 
+    use_torch_scratch()
     lines = [
         "| case | schedule | ms | TFLOP/s | / full | rel. err |",
         "|---|---|---|---|---|---|",

@@ -418,14 +418,19 @@ def _dispatch(
     result_type: ir.Type,
     result_dims: list[ir.Value],
     attributes: dict[str, ir.Attribute],
+    programs: int = 1,
 ) -> ir.Value:
     """A flow.dispatch of ``kernel`` (its executable ``source`` added to the module)
-    at the current insertion point; its result."""
+    at the current insertion point; its result. Triton's global scratch (where its TMA
+    descriptors are made) is a result of ``programs`` times the kernel's bytes per
+    program; IREE leaves it uninitialised, which the kernel expects."""
     module = ir.InsertionPoint.current.block.owner
     while module.name != "builtin.module":
         module = module.parent
     ir.InsertionPoint.at_block_begin(module.regions[0].blocks[0]).insert(ir.Operation.parse(source))
-    scratch = ir.RankedTensorType.get([1], ir.IntegerType.get_signless(8))
+    i8 = ir.IntegerType.get_signless(8)
+    sizes = [kernel.scratch_bytes * programs, 0][: kernel.hidden_pointers]  # global, profile
+    scratch = [ir.RankedTensorType.get([max(1, size)], i8) for size in sizes]
     argument_dims = [
         _dim(a, axis)
         for a in arguments
@@ -435,7 +440,7 @@ def _dispatch(
     segments = [len(workload), len(arguments), len(argument_dims), len(result_dims)]
     dispatch = ir.Operation.create(
         "flow.dispatch",
-        results=[result_type] + [scratch] * kernel.hidden_pointers,
+        results=[result_type, *scratch],
         operands=[*workload, *arguments, *argument_dims, *result_dims],
         attributes={
             "entry_points": ir.ArrayAttr.get([ir.SymbolRefAttr.get([symbol, kernel.name])]),
@@ -490,15 +495,26 @@ def build_dispatch(
             )
         rows = spec.block_m if spec.dynamic else None
         grid = spec.grid_for(max(spec.n_q, 1))  # dynamic: x from the workload
+        if kernel.scratch_bytes and spec.dynamic:
+            raise ValueError("a kernel with global scratch needs a static grid")
+        programs = grid[0] * grid[1] * grid[2]
         source = executable_source(symbol, kernel, n_inputs, grid, rows)
         if spec.splits == 1:
             result = _dispatch(
-                symbol, kernel, source, workload, arguments, plan.result_type, result_dims, marker
+                symbol,
+                kernel,
+                source,
+                workload,
+                arguments,
+                plan.result_type,
+                result_dims,
+                marker,
+                programs,
             )
         else:  # static n_q: the partial results have a static size
             partial_type = ir.RankedTensorType.get([spec.partial_elements], ir.F32Type.get())
             partial = _dispatch(
-                symbol, kernel, source, workload, arguments, partial_type, [], marker
+                symbol, kernel, source, workload, arguments, partial_type, [], marker, programs
             )
             combine = kernels["combine"]
             merge = f"{symbol}_combine"

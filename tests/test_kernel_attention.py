@@ -25,7 +25,7 @@ from variants import Attention, PaddingMaskAttention
 import fusion_compiler as fc
 from fusion_compiler.compiler import new_session
 from fusion_compiler.ir import ir
-from fusion_compiler.kernels.attention import run_interpreted
+from fusion_compiler.kernels.attention import run_interpreted, source_of
 
 F16 = torch.float16
 BOUND = {F16: 3e-3}
@@ -80,6 +80,15 @@ CASES = {
     ),
     "scores_div_d128": (dict(scale_on="scores-div"), (1, 2, 2, 64, 64, 128), F16, {}),
 }
+# over more than 2048 keys, persistent programs read K and V through TMA descriptors
+LONG_CASES = {
+    "long_causal_gqa": (
+        dict(gqa="repeat_kv", kv_heads=1, mask="causal-iota", upcast=True),
+        (1, 2, 1, 2100, 2100, 32),
+        F16,
+        dict(kv_group=2, causal_offset=0),
+    ),
+}
 
 
 def _dispatch_inputs(fused: fc.CompiledModule) -> tuple[object, list[list[int]]]:
@@ -107,10 +116,10 @@ def _compile_spec(model, inputs):
     return _dispatch_inputs(fused)[0]
 
 
-def _check_case(name: str, **overrides) -> None:
-    """Compiles CASES[name] for sm_90, checks its Spec, runs the kernel (with the Spec's
-    fields in ``overrides`` replaced) under the interpreter against PyTorch."""
-    options, (b, h, hkv, nq, nk, d), dtype, expected = CASES[name]
+def _check_case(name: str, cases: dict = CASES, **overrides):
+    """Compiles cases[name] for sm_90, checks its Spec, runs the kernel (with the Spec's
+    fields in ``overrides`` replaced) under the interpreter against PyTorch; the Spec."""
+    options, (b, h, hkv, nq, nk, d), dtype, expected = cases[name]
     torch.manual_seed(0)
     model = Attention(h, nq, nk, d, **options).eval()
     q = torch.randn(b, h, nq, d).to(dtype)
@@ -127,6 +136,7 @@ def _check_case(name: str, **overrides) -> None:
     with torch.no_grad():
         want = model.double()(q.double(), k.double(), v.double())
     assert rel_error(got.reshape(want.shape), want) < BOUND[dtype]
+    return spec
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -139,6 +149,13 @@ def test_persistent_programs_take_every_tile_once(name) -> None:
     """Causal row blocks of every batch longest first, shared by 3 persistent programs
     in snake order (rounds of both directions, a last round only partly taken)."""
     _check_case(name, persistent=3)
+
+
+def test_persistent_programs_over_long_rows_read_kv_through_tma() -> None:
+    """Rows past the last key block and columns past D come back as zeros from the
+    descriptors, as from the masked loads."""
+    spec = _check_case("long_causal_gqa", LONG_CASES, persistent=3, splits=1)
+    assert spec.tma_kv and "make_tensor_descriptor" in source_of(spec)
 
 
 def test_f32_attention_stays_with_iree_and_says_why() -> None:
@@ -342,3 +359,22 @@ def test_kernel_path_without_triton_says_what_to_install(tmp_path) -> None:
 def test_autotune_without_a_gpu_says_so() -> None:
     done = tool("fusion-autotune", check=False)
     assert done.returncode == 1 and "no CUDA GPU here" in done.stderr
+
+
+def test_tma_descriptors_read_kv_in_the_models_head_layout() -> None:
+    """K and V still in (B, N, H, D) order (before a head transpose): a 4-d descriptor
+    whose tile is picked by (batch // H, batch % H)."""
+    from fusion_compiler.kernels import schedules
+
+    heads, n, d = 2, 2100, 32
+    spec = schedules.plain_spec(schedules.Tiles(64, 64, 4, 3, persistent=3), heads, n, d, True)
+    bnhd = (n * heads * d, d, heads, heads * d, 1)
+    spec = dataclasses.replace(spec, views=(spec.views[0], bnhd, bnhd, *spec.views[3:]))
+    assert spec.tma_kv
+    torch.manual_seed(0)
+    q = torch.randn(heads, n, d).to(F16)
+    k, v = (torch.randn(1, n, heads, d).to(F16) for _ in range(2))
+    got = run_interpreted(spec, q, k, v)
+    kk, vv = (x[0].transpose(0, 1).double() for x in (k, v))
+    want = torch.nn.functional.scaled_dot_product_attention(q.double(), kk, vv, is_causal=True)
+    assert rel_error(got, want) < BOUND[F16]

@@ -9,7 +9,9 @@
 #   (batch // H) * SB + (batch % H) * SH + row * SR + col * SC
 # so tensors still in the model's layout, e.g. (B, N, H, D) before a head transpose, or K
 # before a transpose, are read where they are, with no copy. The strides are generated
-# (numbers, or expressions of n_q and n_k when the sequence lengths are dynamic).
+# (numbers, or expressions of n_q and n_k when the sequence lengths are dynamic). With
+# TMA_KV, K and V are read through TMA tensor descriptors made from the same views
+# (generated: a 4-d (outer, H, rows, cols) descriptor, and its tile at a batch and row).
 import triton
 import triton.language as tl
 
@@ -37,6 +39,26 @@ def _m_offsets(batch, rows, cols, n_q, n_k):
 @triton.jit
 def _o_offsets(batch, rows, cols, n_q, n_k):
     return 0  # generated: O view
+
+
+@triton.jit
+def _k_descriptor(K, BLOCK_N: tl.constexpr, D_PAD: tl.constexpr):
+    return K  # generated: K descriptor
+
+
+@triton.jit
+def _v_descriptor(V, BLOCK_N: tl.constexpr, D_PAD: tl.constexpr):
+    return V  # generated: V descriptor
+
+
+@triton.jit
+def _k_tile(K, batch, start_n, BLOCK_N: tl.constexpr, D_PAD: tl.constexpr):
+    return 0  # generated: K tile
+
+
+@triton.jit
+def _v_tile(V, batch, start_n, BLOCK_N: tl.constexpr, D_PAD: tl.constexpr):
+    return 0  # generated: V tile
 
 
 @triton.jit
@@ -68,7 +90,11 @@ def attention(
     BATCH: tl.constexpr,
     TILES: tl.constexpr,  # > 0: persistent programs share these (row block, batch) tiles
     DESYNC: tl.constexpr,  # persistent: odd programs take their tiles shortest first
+    TMA_KV: tl.constexpr,  # K and V read through TMA descriptors (static sizes)
 ):
+    if TMA_KV:  # K and V become descriptors of the same views
+        K = _k_descriptor(K, BLOCK_N, D_PAD)
+        V = _v_descriptor(V, BLOCK_N, DV_PAD)
     if DYNAMIC:
         n_q = tl.load(Sizes)
         n_k = tl.load(Sizes + 1)
@@ -97,7 +123,7 @@ def attention(
                     Mask,  # generated: mask inputs
                     Out, _tile_row_block(tile, BATCH, TILES), tile % BATCH, 0, n_q, n_k, q, True,
                     QK_SCALE, LATE_SCALE, N_Q, D, D_PAD, DV, DV_PAD, CAUSAL, CAUSAL_OFFSET,
-                    HAS_MASK, KV_GROUP, BLOCK_M, BLOCK_N, SPLITS, GROUP, LOOPS, BATCH,
+                    HAS_MASK, KV_GROUP, BLOCK_M, BLOCK_N, SPLITS, GROUP, LOOPS, BATCH, TMA_KV,
                 )  # fmt: skip
             tile, q = next_tile, next_q
     else:
@@ -110,7 +136,7 @@ def attention(
             Mask,  # generated: mask inputs
             Out, start_m, tl.program_id(1), tl.program_id(2), n_q, n_k, 0, False,
             QK_SCALE, LATE_SCALE, N_Q, D, D_PAD, DV, DV_PAD, CAUSAL, CAUSAL_OFFSET,
-            HAS_MASK, KV_GROUP, BLOCK_M, BLOCK_N, SPLITS, GROUP, LOOPS, BATCH,
+            HAS_MASK, KV_GROUP, BLOCK_M, BLOCK_N, SPLITS, GROUP, LOOPS, BATCH, TMA_KV,
         )  # fmt: skip
 
 
@@ -195,6 +221,7 @@ def _row_block(
     GROUP: tl.constexpr,
     LOOPS: tl.constexpr,
     BATCH: tl.constexpr,
+    TMA_KV: tl.constexpr,
 ):
     # GROUP > 1: the rows of one query row's heads side by side (packed row r: query row
     # r // GROUP of head r % GROUP of the group), so K and V are read once per group
@@ -248,7 +275,7 @@ def _row_block(
                 Mask,  # generated: mask inputs
                 q, m_i, l_i, acc, start_n, unmasked, rows, batch, kv_batch, n_q, n_k,
                 QK_SCALE, LATE_SCALE, D, D_PAD, DV, DV_PAD, CAUSAL, CAUSAL_OFFSET, HAS_MASK,
-                BLOCK_N,
+                BLOCK_N, TMA_KV,
             )  # fmt: skip
     if SPLITS > 1:
         # this split's rows, normalised, and their log2-sum-exp2 (-inf: it saw no key)
@@ -294,17 +321,21 @@ def _key_block(
     CAUSAL_OFFSET: tl.constexpr,
     HAS_MASK: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    TMA_KV: tl.constexpr,
 ):
     """One step of the online softmax: the running max, sum and output accumulator of
     the rows after the key block at ``start_n``."""
     keys = start_n + tl.arange(0, BLOCK_N)
     d = tl.arange(0, D_PAD)
     dv = tl.arange(0, DV_PAD)
-    k = tl.load(  # (D_PAD, BLOCK_N): K transposed by the view
-        K + _k_offsets(kv_batch, keys[None, :], d[:, None], n_q, n_k),
-        mask=(d[:, None] < D) & (keys[None, :] < n_k),
-        other=0.0,
-    )
+    if TMA_KV:  # a (BLOCK_N, D_PAD) tile; rows past n_k and columns past D read as 0
+        k = _k_tile(K, kv_batch.to(tl.int32), start_n, BLOCK_N, D_PAD).T
+    else:
+        k = tl.load(  # (D_PAD, BLOCK_N): K transposed by the view
+            K + _k_offsets(kv_batch, keys[None, :], d[:, None], n_q, n_k),
+            mask=(d[:, None] < D) & (keys[None, :] < n_k),
+            other=0.0,
+        )
     # with LATE_SCALE, x stays unscaled (base-2 logits / QK_SCALE) until exp2, where
     # the scale and the max's subtraction are one FMA (H200: 1-2% faster)
     x = tl.dot(q, k)
@@ -334,11 +365,14 @@ def _key_block(
         p = tl.math.exp2(x - m_new[:, None])
     alpha = tl.math.exp2(m_i - m_new)
     l_i = l_i * alpha + tl.sum(p, 1)
-    v = tl.load(
-        V + _v_offsets(kv_batch, keys[:, None], dv[None, :], n_q, n_k),
-        mask=(keys[:, None] < n_k) & (dv[None, :] < DV),
-        other=0.0,
-    )
+    if TMA_KV:
+        v = _v_tile(V, kv_batch.to(tl.int32), start_n, BLOCK_N, DV_PAD)
+    else:
+        v = tl.load(
+            V + _v_offsets(kv_batch, keys[:, None], dv[None, :], n_q, n_k),
+            mask=(keys[:, None] < n_k) & (dv[None, :] < DV),
+            other=0.0,
+        )
     acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
     return m_new, l_i, acc
 

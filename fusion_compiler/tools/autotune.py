@@ -66,6 +66,18 @@ def time_ms(call, repeats: int) -> float:
     return statistics.median(times)
 
 
+def use_torch_scratch() -> None:
+    """Gives Triton's launcher torch's CUDA allocator for the global scratch of kernels
+    that make TMA descriptors on the GPU (``Spec.tma_kv``)."""
+    import torch
+    import triton
+
+    def allocate(size: int, _alignment: int, _stream) -> torch.Tensor:
+        return torch.empty(size, dtype=torch.int8, device="cuda")  # 512-byte aligned
+
+    triton.set_allocator(allocate)
+
+
 def kernel_ms(run, calls: int) -> float:
     """Device time per call of the CUDA kernels that ``run`` launches (``calls`` calls,
     finished before it returns), as CUPTI records them through torch's profiler, which
@@ -135,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("fusion-autotune: no CUDA GPU here", file=sys.stderr)
         return 1
+    use_torch_scratch()
     table = schedules.load_table(args.table)
     classes = [c for c in CLASSES if args.only in c.key]
     total, done = len(classes) * len(SPACE), [0]
