@@ -40,23 +40,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (  # noqa: E402
 
 from fusion_compiler.kernels import schedules  # noqa: E402
 from fusion_compiler.kernels.attention import load_source  # noqa: E402
+from fusion_compiler.kernels.flash_template import _tile_of, _tile_row_block  # noqa: E402
 from fusion_compiler.tools.autotune import use_torch_scratch  # noqa: E402
 
 _PROGRAMS = 264  # two per multiprocessor, as the generated kernel's persistent schedule
-
-
-@gluon.jit
-def _tile_of(step, rounds, programs, DESYNC: gl.constexpr):
-    """The generated kernel's tile order (``flash_template._tile_of``)."""
-    round = step
-    if DESYNC:
-        if gl.program_id(0) % 2 == 1:
-            round = rounds - 1 - step
-    if round % 2 == 0:
-        tile = round * programs + gl.program_id(0)
-    else:
-        tile = round * programs + programs - 1 - gl.program_id(0)
-    return tile
 
 
 @gluon.jit
@@ -70,12 +57,6 @@ def _next_step(step, rounds, programs, DESYNC: gl.constexpr, TILES: gl.constexpr
 def _tile_at(step, rounds, programs, DESYNC: gl.constexpr, TILES: gl.constexpr):
     """The tile of a step from ``_next_step`` (TILES: none left)."""
     return gl.where(step >= rounds, TILES, _tile_of(step, rounds, programs, DESYNC))
-
-
-@gluon.jit
-def _row_block(tile, BATCH: gl.constexpr, TILES: gl.constexpr):
-    """The row block of a tile: the longest first (``flash_template._tile_row_block``)."""
-    return TILES // BATCH - 1 - tile // BATCH
 
 
 @gluon.jit
@@ -120,7 +101,7 @@ def _advance(
 ):
     """The producer's next (step, tile, block) in this program's flat order of key blocks."""
     p_block = p_block + 1
-    done = p_block > _row_block(p_tile, BATCH, TILES)
+    done = p_block > _tile_row_block(p_tile, BATCH, TILES)
     n_step = _next_step(p_step + 1, rounds, programs, DESYNC, TILES)
     n_tile = _tile_at(n_step, rounds, programs, DESYNC, TILES)
     return (
@@ -177,7 +158,7 @@ def attention(
     mbarrier.expect(q_bar.index(0), q_desc.block_type.nbytes, pred=tile < TILES)
     tma.async_copy_global_to_shared(
         q_desc,
-        [(tile % BATCH) * N + _row_block(tile, BATCH, TILES) * BLOCK, 0],
+        [(tile % BATCH) * N + _tile_row_block(tile, BATCH, TILES) * BLOCK, 0],
         q_bar.index(0),
         q_smem,
         pred=tile < TILES,
@@ -201,7 +182,7 @@ def attention(
     n = gl.to_tensor(0)  # tiles done
     for _ in range(0, rounds):
         if tile < TILES:
-            rb = _row_block(tile, BATCH, TILES)
+            rb = _tile_row_block(tile, BATCH, TILES)
             mbarrier.wait(q_bar.index(0), n & 1)
             m_i = gl.full([BLOCK], float("-inf"), gl.float32, layout=gl.SliceLayout(1, qk_layout))
             l_i = gl.full([BLOCK], 0.0, gl.float32, layout=gl.SliceLayout(1, qk_layout))
@@ -228,7 +209,11 @@ def attention(
                     mbarrier.expect(q_bar.index(0), q_desc.block_type.nbytes, pred=more)
                     tma.async_copy_global_to_shared(
                         q_desc,
-                        [(next_tile % BATCH) * N + _row_block(next_tile, BATCH, TILES) * BLOCK, 0],
+                        [
+                            (next_tile % BATCH) * N
+                            + _tile_row_block(next_tile, BATCH, TILES) * BLOCK,
+                            0,
+                        ],
                         q_bar.index(0),
                         q_smem,
                         pred=more,
