@@ -203,3 +203,45 @@ func.func @decode(%q: tensor<8x1x128xf16>, %k: tensor<8x4096x128xf16>, %v: tenso
 // CHECK: %[[PARTIAL:.+]]:3 = flow.dispatch @fusion_attention_{{[0-9]+}}::@attention({{.*}}) {fusion.attention_kernel = "{{.*}}\22splits\22: 16{{.*}}"} : {{.*}} -> (tensor<16512xf32>, tensor<1xi8>, tensor<1xi8>)
 // CHECK: %[[OUT:.+]]:3 = flow.dispatch @fusion_attention_{{[0-9]+}}_combine::@combine(%[[PARTIAL]]#0) {{.*}} -> (tensor<8x1x128xf16>, tensor<1xi8>, tensor<1xi8>)
 // CHECK: return %[[OUT]]#0
+
+// -----
+
+// Causal attention over more than 2048 keys with more row blocks than the GPU holds:
+// persistent programs (as many as fit, 264 on sm_90) that read K and V through TMA
+// descriptors made on the GPU, in Triton's global scratch: a result of 256 bytes (two
+// descriptors) per program.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#m = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @causal_long_tma(%q: tensor<16x4096x128xf16>, %k: tensor<16x4096x128xf16>, %v: tensor<16x4096x128xf16>) -> tensor<16x4096x128xf16> {
+  %scale = arith.constant 0.0883883 : f32
+  %me = tensor.empty() : tensor<16x4096x4096xf16>
+  %mask = linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel", "parallel"]} outs(%me : tensor<16x4096x4096xf16>) {
+  ^bb0(%out: f16):
+    %i = linalg.index 1 : index
+    %j = linalg.index 2 : index
+    %above = arith.cmpi sgt, %j, %i : index
+    %ninf = arith.constant 0xFC00 : f16
+    %zero = arith.constant 0.0 : f16
+    %r = arith.select %above, %ninf, %zero : f16
+    linalg.yield %r : f16
+  } -> tensor<16x4096x4096xf16>
+  %e = tensor.empty() : tensor<16x4096x128xf16>
+  // expected-remark @below {{attention lowered to a generated sm_90 kernel (f16, D=128, tiles 64x64, causal offset 0, 264 persistent programs)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
+      ins(%q, %k, %v, %scale, %mask : tensor<16x4096x128xf16>, tensor<16x4096x128xf16>, tensor<16x4096x128xf16>, f32, tensor<16x4096x4096xf16>)
+      outs(%e : tensor<16x4096x128xf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<16x4096x128xf16>
+  return %o : tensor<16x4096x128xf16>
+}
+// CHECK: hal.executable.export public @attention ordinal(0)
+// CHECK: %[[X:.+]] = arith.constant 264 : index
+// CHECK: hal.return %[[X]], %{{.+}}, %{{.+}} : index, index, index
+// CHECK-LABEL: func.func @causal_long_tma(
+// CHECK: flow.dispatch @fusion_attention_{{[0-9]+}}::@attention({{.*}}) {fusion.attention_kernel = "{{.*}}\22persistent\22: 264{{.*}}"} : {{.*}} -> (tensor<16x4096x128xf16>, tensor<67584xi8>, tensor<1xi8>)
