@@ -38,25 +38,13 @@ from triton.experimental.gluon.language.nvidia.hopper import (  # noqa: E402
     warpgroup_mma_wait,
 )
 
-from fusion_compiler.kernels import schedules  # noqa: E402
-from fusion_compiler.kernels.attention import load_source  # noqa: E402
-from fusion_compiler.kernels.flash_template import _tile_of, _tile_row_block  # noqa: E402
+from fusion_compiler.kernels import flash_ws, schedules  # noqa: E402
+from fusion_compiler.kernels.attention import WS_MAX_REGISTERS, load_source  # noqa: E402
+from fusion_compiler.kernels.flash_template import _tile_row_block  # noqa: E402
+from fusion_compiler.kernels.flash_ws import _next_step, _tile_at  # noqa: E402
 from fusion_compiler.tools.autotune import use_torch_scratch  # noqa: E402
 
 _PROGRAMS = 264  # two per multiprocessor, as the generated kernel's persistent schedule
-
-
-@gluon.jit
-def _next_step(step, rounds, programs, DESYNC: gl.constexpr, TILES: gl.constexpr):
-    """The first step from ``step`` on that has a tile: only the last round lacks tiles,
-    so at most one step of a program has none."""
-    return gl.where(_tile_of(step, rounds, programs, DESYNC) >= TILES, step + 1, step)
-
-
-@gluon.jit
-def _tile_at(step, rounds, programs, DESYNC: gl.constexpr, TILES: gl.constexpr):
-    """The tile of a step from ``_next_step`` (TILES: none left)."""
-    return gl.where(step >= rounds, TILES, _tile_of(step, rounds, programs, DESYNC))
 
 
 @gluon.jit
@@ -274,6 +262,19 @@ def _gluon_launch(batch: int, n: int, d: int, desync: bool):
     return lambda q, k, v, _mask, _sizes, out: launch(q, k, v, out, num_warps=4, **constants)
 
 
+def _producer_warp_launch(batch: int, n: int, d: int, causal: bool):
+    """``flash_ws.attention`` (the compiler's kernel for persistent causal attention over
+    contiguous D128 operands), launched as compile_kernel builds it."""
+    spec = schedules.plain_spec(
+        schedules.Tiles(64, 64, 4, 3, persistent=_PROGRAMS), batch, n, d, True
+    )
+    constants = {**spec.ws_constants(), "CAUSAL": causal, "DESYNC": causal and n <= 2048}
+    launch = flash_ws.attention[(_PROGRAMS,)]
+    return lambda q, k, v, mask, sizes, out: launch(
+        q, k, v, mask, sizes, out, num_warps=4, maxnreg=WS_MAX_REGISTERS, **constants
+    )
+
+
 def main(out_path: Path | None) -> None:
     import torch
     import torch.nn.functional as F
@@ -297,6 +298,10 @@ def main(out_path: Path | None) -> None:
             ("full, generated kernel", False, full_tiles, None),
             ("causal, generated kernel (Triton)", True, causal_tiles, None),
             ("causal, Gluon, one K/V ring across tiles", True, None, desync),
+            # the compiler's kernel since 2026-12-01 (Spec.warp_specialized); full
+            # attention through it for comparison (the template's kernel does full)
+            ("full, Gluon, producer warp (flash_ws.py)", False, None, "ws"),
+            ("causal, Gluon, producer warp (flash_ws.py)", True, None, "ws"),
         ]
         full_ms = None
         with tempfile.TemporaryDirectory() as directory:
@@ -312,6 +317,8 @@ def main(out_path: Path | None) -> None:
                         num_stages=spec.num_stages,
                         **spec.constants(),
                     )
+                elif gluon_desync == "ws":
+                    launch = _producer_warp_launch(batch, n, d, causal)
                 else:
                     launch = _gluon_launch(batch, n, d, gluon_desync)
                 out = torch.empty_like(q)
@@ -319,8 +326,10 @@ def main(out_path: Path | None) -> None:
                 launch(q, k, v, q, q, out)
                 error = ((out.float() - want[causal]).norm() / want[causal].norm()).item()
                 tflops = 4 * batch * n * n * d / (2 if causal else 1) / ms / 1e9
-                full_ms = ms if not causal else full_ms
-                ratio = f"{0.5 * full_ms / ms:.2f}" if causal else ""
+                if full_ms is None:  # the generated kernel's full attention
+                    full_ms = ms
+                # causal: of the generated full kernel's TFLOP/s; full: its time over this
+                ratio = f"{(0.5 if causal else 1.0) * full_ms / ms:.2f}"
                 name = f"B·H {batch} N{n} D{d}"
                 lines.append(
                     f"| {name} | {label} | {ms:.4f} | {tflops:.0f} | {ratio} | {error:.1e} |"

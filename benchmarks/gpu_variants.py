@@ -59,6 +59,21 @@ VARIANTS: dict[str, tuple[dict, tuple[int, ...]]] = {
         dict(heads=4, nq=5, nk=2000, head_dim=64, mask="causal-iota", upcast=True),
         (1, 4, 4, 5, 2000, 64),
     ),
+    # more causal row blocks than the GPU holds, D128: persistent programs with a producer
+    # warp (kernels/flash_ws.py); odd programs reversed over 1024 keys, not over 4096; GQA
+    **{
+        f"causal_persistent_n{n}{'_gqa' if kv < h else ''}": (
+            dict(heads=h, nq=n, nk=n, head_dim=128, mask="causal-iota", upcast=True)
+            | (dict(gqa="repeat_kv", kv_heads=kv) if kv < h else {}),
+            (b, h, kv, n, n, 128),
+        )
+        for b, h, kv, n in ((2, 16, 16, 1024), (1, 16, 16, 4096), (2, 8, 2, 2048))
+    },
+    # full attention over 1024 keys, re-tiled for the producer-warp kernel
+    "full_persistent_n1024": (
+        dict(heads=16, nq=1024, nk=1024, head_dim=128),
+        (2, 16, 16, 1024, 1024, 128),
+    ),
 }
 # compiled with a dynamic sequence length, run at these lengths
 DYNAMIC = {
@@ -109,6 +124,7 @@ def prepare(folder: Path, arch: str = "sm_90") -> None:
             index[case] = dict(
                 kwargs=kwargs, shape=shape, dtype=dtype_name, kernels=kernels, device=target
             )
+            index[case]["producer_warp"] = any("producer warp" in r.message for r in module.remarks)
             if dynamic:
                 index[case]["lengths"] = LENGTHS
             index[case].update(module.stats)

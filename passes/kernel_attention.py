@@ -5,12 +5,14 @@ emit). Each ``iree_linalg_ext.attention`` gets a FlashAttention-2 kernel special
 its dtype, sizes, head dims, K layout, causal offset, mask and score region
 (``dialects/kernel_dispatch.py``), compiled ahead of time with Triton and embedded in the
 module; a proven causal mask is dropped and its key blocks skipped. Tiles come from
-fusion-schedule. An op the kernel cannot take stays for IREE's code generation, with a
-remark saying why.
+fusion-schedule; full attention over short rows that the producer-warp kernel
+(``kernels/flash_ws.py``) can take is re-tiled for it unless the pass options set tiles.
+An op the kernel cannot take stays for IREE's code generation, with a remark saying why.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from fusion_compiler.dialects import flash, kernel_dispatch, linalg_ext
@@ -19,9 +21,12 @@ from fusion_compiler.passes import schedule
 
 from fusion_compiler import remarks
 from fusion_compiler.ir import ir
-from fusion_compiler.kernels.attention import ENTRIES, compile_kernel
+from fusion_compiler.kernels import schedules
+from fusion_compiler.kernels.attention import ENTRIES, compile_kernel, with_producer_warp
 
 NAME = "fusion-kernel-attention"
+# the tiles of flash_ws.py's kernel (Spec.warp_specialized), for how many programs fit
+_PRODUCER_WARP_TILES = schedules.Tiles(64, 64, 4, 3)
 
 
 @dataclass(frozen=True)
@@ -83,12 +88,16 @@ def _run(module: ir.Operation, options: Options) -> None:
         if isinstance(plan, str):
             remarks.emit(op.location, f"attention left to IREE's code generation: {plan}")
             continue
+        if not (options.block_m or options.block_n or options.num_warps or options.num_stages):
+            resident = schedules.resident_programs(_PRODUCER_WARP_TILES, plan.spec.d, options.arch)
+            plan = dataclasses.replace(plan, spec=with_producer_warp(plan.spec, resident))
         location, spec = op.location, plan.spec
         lower_attention_to_kernel(op, plan, f"fusion_attention_{n}")
         causal = f", causal offset {spec.causal_offset}" if spec.causal_offset is not None else ""
         split = f", split-KV {spec.splits}" if spec.splits > 1 else ""
         split += ", GQA heads packed" if spec.pack_gqa else ""
         split += f", {spec.persistent} persistent programs" if spec.persistent else ""
+        split += ", a producer warp" if spec.warp_specialized else ""
         remarks.emit(
             location,
             f"attention lowered to a generated {options.arch} kernel "

@@ -158,6 +158,53 @@ def test_persistent_programs_over_long_rows_read_kv_through_tma() -> None:
     assert spec.tma_kv
 
 
+def _fused_spec(model, shape: tuple[int, ...], dtype=F16):
+    b, h, hkv, nq, nk, d = shape
+    q = torch.randn(b, h, nq, d).to(dtype)
+    k, v = (torch.randn(b, hkv, nk, d).to(dtype) for _ in range(2))
+    return _compile_spec(model.eval(), (q, k, v))
+
+
+@pytest.mark.parametrize(
+    "options, shape",
+    [
+        (dict(mask="causal-iota", upcast=True), (2, 16, 16, 1024, 1024, 128)),
+        (dict(mask="causal-iota", gqa="repeat_kv", kv_heads=2), (2, 8, 2, 2048, 2048, 128)),
+        (dict(), (2, 16, 16, 1024, 1024, 128)),  # full attention, re-tiled for it
+    ],
+)
+def test_d128_attention_with_many_tiles_gets_the_producer_warp_kernel(options, shape) -> None:
+    """Causal D128 attention with more row blocks than the GPU holds (and full attention
+    over up to 2048 keys), operands contiguous: flash_ws.py's kernel in persistent
+    programs (Gluon, 8 warps: a warpgroup and a producer warp's group), its TMA
+    descriptors (K, V, output) made on the GPU in 384 bytes of scratch per program. Its
+    results are checked on the GPU (tests/test_gpu_variants.py, *_persistent_*)."""
+    from fusion_compiler.kernels.attention import compile_kernel
+
+    _, h, _, n, _, d = shape
+    spec = _fused_spec(Attention(h, n, n, d, **options), shape)
+    assert spec.persistent == 264 and spec.warp_specialized
+    assert (spec.block_m, spec.block_n, spec.num_stages) == (64, 64, 3)
+    kernel = compile_kernel(spec)
+    assert kernel.threads == 256 and kernel.scratch_bytes == 384
+    assert kernel.shared_bytes <= 232448 // 2 - 1024  # two programs per multiprocessor
+
+
+@pytest.mark.parametrize(
+    "options, shape, why",
+    [
+        (dict(mask="causal-iota", upcast=True), (2, 32, 32, 1024, 1024, 64), "D=64"),
+        (dict(mask="alibi", upcast=True), (2, 16, 16, 1024, 1024, 128), "a computed mask"),
+        (dict(), (1, 16, 16, 4096, 4096, 128), "full attention over 4096 keys"),
+        (dict(), (1, 2, 2, 1024, 1024, 128), "fewer tiles than the GPU holds"),
+    ],
+)
+def test_other_attention_keeps_the_template_kernel(options, shape, why) -> None:
+    _, h, _, n, _, d = shape
+    spec = _fused_spec(Attention(h, n, n, d, **options), shape)
+    assert not spec.warp_specialized, why
+
+
 def test_f32_attention_stays_with_iree_and_says_why() -> None:
     model = Attention(2, 32, 32, 16).eval()
     x = torch.randn(1, 2, 32, 16)
@@ -235,6 +282,14 @@ def test_kernel_reads_and_writes_the_model_layout(causal: bool) -> None:
     with torch.no_grad():
         want = model.double()(xq.double(), xk.double(), xv.double())
     assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
+
+
+def test_heads_in_sequence_layout_keeps_the_template_kernel() -> None:
+    """(B, N, H, D) operands are not contiguous per head: the template reads them in place."""
+    b, n, h, d = 1, 2048, 16, 128
+    xq, xk, xv = (torch.randn(b, n, h * d).to(F16) for _ in range(3))
+    spec = _compile_spec(HeadsInSequenceLayout(h, causal=True).eval(), (xq, xk, xv))
+    assert spec.persistent and not spec.warp_specialized
 
 
 def test_dynamic_sequence_length_one_kernel_two_lengths() -> None:

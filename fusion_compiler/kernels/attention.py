@@ -3,7 +3,9 @@
 ``flash_template.py`` is the kernel; a ``Spec`` fixes everything about one attention
 (dtypes, sizes, head dims, K layout, causal offset, mask, the score function generated
 from the op's score region, tiles and warps), and ``compile_kernel`` turns it into a
-cubin for an NVIDIA architecture with Triton, on a machine with no GPU. Kernels are
+cubin for an NVIDIA architecture with Triton, on a machine with no GPU. Persistent causal
+attention over contiguous operands (``Spec.warp_specialized``) gets ``flash_ws.py``
+instead: the same tiles and tile order with a producer warp, in Gluon. Kernels are
 cached by the hash of their generated source and options.
 """
 
@@ -13,12 +15,20 @@ import hashlib
 import importlib.util
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from fusion_compiler.errors import FusionCompilerError
 
 _TEMPLATE = Path(__file__).with_name("flash_template.py")
+_WARP_SPECIALIZED = Path(__file__).with_name("flash_ws.py")
+# registers per thread of the warp-specialized kernel: two programs (8 warps each) per
+# multiprocessor; its warpgroup gets 120 * 256 / 128 - 24 = 216 of them (H200, causal N1024
+# D128: 44.5 us against 44.9 with 112 and 48.2 with 128 without the TMA store)
+WS_MAX_REGISTERS = 120
+# full attention over at most this many keys takes that kernel (measured at 1024; at 4096
+# it was 0.98-1.05 of the template's, and slower with GQA at 8192)
+WS_FULL_KEYS = 2048
 _SCORE_STUB = "    x = x  # generated: the score region, on base-2 logits\n"
 _TRITON_TYPES = {"f16": "fp16", "bf16": "bf16", "f32": "fp32"}
 _MASK_PARAM = "Mask,  # generated: mask inputs"
@@ -76,6 +86,14 @@ def describable(view: View, cols: int) -> bool:
         and all(isinstance(s, int) and s > 0 and s % 8 == 0 for s in strides)
         and cols % 8 == 0
     )
+
+
+def packed(view: View, rows: int, cols: int) -> bool:
+    """Whether ``view`` reads a row-major (batch, rows, cols) tensor: element (batch, row,
+    col) at (batch * rows + row) * cols + col, with the batch split into (outer, H) or not."""
+    sb, sh, h, sr, sc = view
+    whole = rows * cols
+    return sc == 1 and sr == cols and (sb == whole if h == 1 else (sh == whole and sb == h * whole))
 
 
 def _descriptor_expression(name: str, view: View, batch: int, rows: int, cols: int) -> str:
@@ -162,6 +180,51 @@ class Spec:
             and describable(self.views[1], self.d)
             and describable(self.views[2], self.dv)
         )
+
+    @property
+    def warp_specialized(self) -> bool:
+        """The kernel is ``flash_ws.py``'s (a producer warp keeps a K/V ring filled across
+        tiles): persistent programs on sm_90 over causal or full attention without a mask
+        or score function, f16 or bf16, D = DV = 128, 64x64 tiles, n_q = n_k a multiple
+        of 64, every operand a contiguous (batch, rows, 128) tensor. H200, kernel time
+        against this template's kernels: causal N1024 44.3 against 46.4-47.2 us, N4096
+        132-137 against 143-159, GQA N8192 1151 against 1237; full N1024 71.2 against 74.3
+        (``with_producer_warp``; benchmarks/results/causal_schedules_h200.md)."""
+        return (
+            self.target == "cuda"
+            and self.arch == 90
+            and self.persistent > 0
+            and self.causal_offset in (None, 0)
+            and self.n_q == self.n_k
+            and self.n_q % 64 == 0
+            and self.mask_dtype is None
+            and self.mask_expr is None
+            and self.score == "x"
+            and self.qk_scale > 0
+            and self.dtype in ("f16", "bf16")
+            and self.out_dtype in (None, self.dtype)
+            and self.d == self.dv == 128
+            and self.block_m == self.block_n == 64
+            and self.splits == 1
+            and not self.pack_gqa
+            and all(packed(self.views[i], self.n_q, self.d) for i in (0, 1, 2, 4))
+        )
+
+    def ws_constants(self) -> dict[str, object]:
+        """The ``gl.constexpr`` parameters of ``flash_ws.attention``."""
+        return {
+            "QK_SCALE": self.qk_scale,
+            "N": self.n_q,
+            "D": self.d,
+            "BATCH": self.batch,
+            "KV_GROUP": self.kv_group,
+            "BLOCK": self.block_m,
+            "STAGES": self.num_stages,
+            "TILES": self.n_q // self.block_m * self.batch,
+            "CAUSAL": self.causal_offset is not None,
+            # as the template's persistent programs: over short rows only
+            "DESYNC": self.causal_offset is not None and self.n_k <= 2048,
+        }
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -287,10 +350,31 @@ def source_of(spec: Spec) -> str:
     return text
 
 
+def with_producer_warp(spec: Spec, resident: int) -> Spec:
+    """``spec``, or for full attention over at most ``WS_FULL_KEYS`` keys that
+    ``flash_ws.py`` can take, with more 64-row tiles than ``resident`` programs, the same
+    attention in that kernel's tiles: 64x64, 3 stages, ``resident`` persistent programs
+    (H200, B·H 64 N1024 D128, kernel time: 71.2 against 74.3 us with the template's tuned
+    128x64 tiles in fp16, 70.1 against 74.1 in bf16)."""
+    if spec.causal_offset is not None or spec.persistent or not 0 < spec.n_k <= WS_FULL_KEYS:
+        return spec
+    tiles = dict(block_m=64, block_n=64, num_warps=4, num_stages=3, persistent=resident)
+    candidate = replace(spec, **tiles)
+    if not candidate.warp_specialized or spec.batch * (spec.n_q // 64) <= resident:
+        return spec
+    return candidate
+
+
+def kernel_source(spec: Spec) -> str:
+    """The source ``compile_kernel`` compiles: ``flash_ws.py`` for a warp-specialized
+    spec, else the generated template (``source_of``, which Triton's interpreter runs)."""
+    return _WARP_SPECIALIZED.read_text() if spec.warp_specialized else source_of(spec)
+
+
 def compile_kernel(spec: Spec, entry: str = "attention") -> Kernel:
     """The cubin of ``spec``'s ``entry`` kernel (``attention``, or ``combine`` after a
     split-KV attention), from the cache when the same kernel was built before."""
-    source = source_of(spec)
+    source = kernel_source(spec)
     key, directory = cache_entry(source, spec, entry)
     meta_path, cubin_path = directory / "kernel.json", directory / "kernel.cubin"
     if meta_path.exists() and cubin_path.exists():
@@ -373,6 +457,7 @@ def _triton_compile(spec: Spec, source_path: Path, entry: str):  # -> triton Com
         import triton
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
+        from triton.experimental.gluon._runtime import GluonASTSource
     except ImportError:
         raise FusionCompilerError(
             "generating an sm_90 attention kernel needs Triton: "
@@ -396,14 +481,18 @@ def _triton_compile(spec: Spec, source_path: Path, entry: str):  # -> triton Com
             signature["Mask"] = f"*{_TRITON_TYPES[spec.mask_dtype or spec.dtype]}"
         signature.update({f"L{i}": t for i, t in enumerate(spec.mask_inputs)})
         signature = {name: signature[name] for name in spec.pointers}
-        constants = spec.constants()
+        constants = spec.ws_constants() if spec.warp_specialized else spec.constants()
     pointers = len(signature)
     signature.update(dict.fromkeys(constants, "constexpr"))
     # IREE's bindings are at least 16-byte aligned; saying so lets Triton vectorise loads
     # (measured on the H200: about half the speed without it).
     aligned = {(i,): [["tt.divisibility", 16]] for i in range(pointers)}
     kernel = getattr(module, entry)
-    source = ASTSource(kernel, signature, constexprs=constants, attrs=aligned)
     target = GPUTarget("cuda", spec.arch, 32)
+    if spec.warp_specialized:
+        source = GluonASTSource(kernel, signature, constexprs=constants, attrs=aligned)
+        options = {"num_warps": spec.num_warps, "maxnreg": WS_MAX_REGISTERS}
+        return triton.compile(source, target=target, options=options)
+    source = ASTSource(kernel, signature, constexprs=constants, attrs=aligned)
     options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}
     return triton.compile(source, target=target, options=options)

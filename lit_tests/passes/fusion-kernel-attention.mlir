@@ -206,10 +206,10 @@ func.func @decode(%q: tensor<8x1x128xf16>, %k: tensor<8x4096x128xf16>, %v: tenso
 
 // -----
 
-// Causal attention over more than 2048 keys with more row blocks than the GPU holds:
-// persistent programs (as many as fit, 264 on sm_90) that read K and V through TMA
-// descriptors made on the GPU, in Triton's global scratch: a result of 256 bytes (two
-// descriptors) per program.
+// Causal attention with more row blocks than the GPU holds, D128, operands contiguous:
+// persistent programs (as many as fit, 264 on sm_90) of the producer-warp kernel
+// (kernels/flash_ws.py: 8 warps), whose TMA descriptors for K, V and the output are made
+// on the GPU, in Triton's global scratch: a result of 384 bytes per program.
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
 #k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
 #v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
@@ -217,7 +217,7 @@ func.func @decode(%q: tensor<8x1x128xf16>, %k: tensor<8x4096x128xf16>, %v: tenso
 #m = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
 #o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
 #id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
-func.func @causal_long_tma(%q: tensor<16x4096x128xf16>, %k: tensor<16x4096x128xf16>, %v: tensor<16x4096x128xf16>) -> tensor<16x4096x128xf16> {
+func.func @causal_long_producer_warp(%q: tensor<16x4096x128xf16>, %k: tensor<16x4096x128xf16>, %v: tensor<16x4096x128xf16>) -> tensor<16x4096x128xf16> {
   %scale = arith.constant 0.0883883 : f32
   %me = tensor.empty() : tensor<16x4096x4096xf16>
   %mask = linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel", "parallel"]} outs(%me : tensor<16x4096x4096xf16>) {
@@ -231,7 +231,7 @@ func.func @causal_long_tma(%q: tensor<16x4096x128xf16>, %k: tensor<16x4096x128xf
     linalg.yield %r : f16
   } -> tensor<16x4096x4096xf16>
   %e = tensor.empty() : tensor<16x4096x128xf16>
-  // expected-remark @below {{attention lowered to a generated sm_90 kernel (f16, D=128, tiles 64x64, causal offset 0, 264 persistent programs)}}
+  // expected-remark @below {{attention lowered to a generated sm_90 kernel (f16, D=128, tiles 64x64, causal offset 0, 264 persistent programs, a producer warp)}}
   %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
       ins(%q, %k, %v, %scale, %mask : tensor<16x4096x128xf16>, tensor<16x4096x128xf16>, tensor<16x4096x128xf16>, f32, tensor<16x4096x4096xf16>)
       outs(%e : tensor<16x4096x128xf16>) {
@@ -243,5 +243,46 @@ func.func @causal_long_tma(%q: tensor<16x4096x128xf16>, %k: tensor<16x4096x128xf
 // CHECK: hal.executable.export public @attention ordinal(0)
 // CHECK: %[[X:.+]] = arith.constant 264 : index
 // CHECK: hal.return %[[X]], %{{.+}}, %{{.+}} : index, index, index
+// CHECK-LABEL: func.func @causal_long_producer_warp(
+// CHECK: flow.dispatch @fusion_attention_{{[0-9]+}}::@attention({{.*}}) {fusion.attention_kernel = "{{.*}}\22persistent\22: 264{{.*}}"} : {{.*}} -> (tensor<16x4096x128xf16>, tensor<101376xi8>, tensor<1xi8>)
+
+// -----
+
+// The same with D64 (the FlashAttention-2 template): persistent programs (as many as
+// fit, 396 on sm_90) that read K and V through TMA descriptors made on the GPU, in
+// Triton's global scratch: a result of 256 bytes (two descriptors) per program.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#m = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @causal_long_tma(%q: tensor<32x4096x64xf16>, %k: tensor<32x4096x64xf16>, %v: tensor<32x4096x64xf16>) -> tensor<32x4096x64xf16> {
+  %scale = arith.constant 0.125 : f32
+  %me = tensor.empty() : tensor<32x4096x4096xf16>
+  %mask = linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel", "parallel"]} outs(%me : tensor<32x4096x4096xf16>) {
+  ^bb0(%out: f16):
+    %i = linalg.index 1 : index
+    %j = linalg.index 2 : index
+    %above = arith.cmpi sgt, %j, %i : index
+    %ninf = arith.constant 0xFC00 : f16
+    %zero = arith.constant 0.0 : f16
+    %r = arith.select %above, %ninf, %zero : f16
+    linalg.yield %r : f16
+  } -> tensor<32x4096x4096xf16>
+  %e = tensor.empty() : tensor<32x4096x64xf16>
+  // expected-remark @below {{attention lowered to a generated sm_90 kernel (f16, D=64, tiles 64x64, causal offset 0, 396 persistent programs)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
+      ins(%q, %k, %v, %scale, %mask : tensor<32x4096x64xf16>, tensor<32x4096x64xf16>, tensor<32x4096x64xf16>, f32, tensor<32x4096x4096xf16>)
+      outs(%e : tensor<32x4096x64xf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<32x4096x64xf16>
+  return %o : tensor<32x4096x64xf16>
+}
+// CHECK: hal.executable.export public @attention ordinal(0)
+// CHECK: %[[X:.+]] = arith.constant 396 : index
+// CHECK: hal.return %[[X]], %{{.+}}, %{{.+}} : index, index, index
 // CHECK-LABEL: func.func @causal_long_tma(
-// CHECK: flow.dispatch @fusion_attention_{{[0-9]+}}::@attention({{.*}}) {fusion.attention_kernel = "{{.*}}\22persistent\22: 264{{.*}}"} : {{.*}} -> (tensor<16x4096x128xf16>, tensor<67584xi8>, tensor<1xi8>)
+// CHECK: flow.dispatch @fusion_attention_{{[0-9]+}}::@attention({{.*}}) {fusion.attention_kernel = "{{.*}}\22persistent\22: 396{{.*}}"} : {{.*}} -> (tensor<32x4096x64xf16>, tensor<101376xi8>, tensor<1xi8>)
