@@ -1,18 +1,19 @@
-"""Causal attention in Gluon with one K/V ring across tiles, timed against the generated kernel.
+"""Causal attention in Gluon, timed against the FlashAttention-2 template's kernel.
 
     python3 benchmarks/causal_gluon.py [OUT.md]   # on the GPU machine (Triton 3.6)
 
-An experiment towards causal attention over short rows (N1024 D128 stops at 0.79 of full
-attention's TFLOP/s, ``results/causal_schedules_h200.md``): there, about 2.3 us of each
-(row block, head) tile does not shrink with its key blocks, most of it the key loop's
-pipeline fill. Triton pipelines each tile's key loop on its own; this kernel, written in
-Gluon (Triton's explicit-layout dialect), keeps one ring of K/V stages filled by TMA over
-all the key blocks a persistent program takes, so the next tile's first blocks load
-during this tile's last ones, and loads the next tile's Q at the diagonal block. Same
-tiles (64x64, 4 warps, 3 stages), persistent programs and tile order as the generated
-kernel. Contiguous fp16 (batch, n, 128) operands, n a multiple of 64; kernel time as
-CUPTI records it, median of 5 rounds of 100 launches, three input sets rotated; outputs
-checked against float32 PyTorch.
+Two Gluon kernels over short rows, where the template's kernel (N1024 D128) stopped at
+0.79 of full attention's TFLOP/s because about 2.3 us of each (row block, head) tile did
+not shrink with its key blocks (``results/causal_schedules_h200.md``):
+- ``attention`` here (an experiment): one ring of K/V stages filled by TMA over all the
+  key blocks a persistent program takes, the loads issued by the computing warps;
+- ``fusion_compiler.kernels.flash_ws.attention``, the compiler's kernel since: the loads
+  issued by a producer warp, Q in registers, the output by TMA store; also timed on
+  full attention.
+Same tiles (64x64, 4 warps, 3 stages), persistent programs and tile order as the
+template's persistent kernel. Contiguous fp16 (batch, n, 128) operands, n a multiple of
+64; kernel time as CUPTI records it, median of 5 rounds of 100 launches, three input sets
+rotated; outputs checked against float32 PyTorch.
 """
 
 from __future__ import annotations
