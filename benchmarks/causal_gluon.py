@@ -42,7 +42,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (  # noqa: E402
 from fusion_compiler.kernels import flash_ws, schedules  # noqa: E402
 from fusion_compiler.kernels.attention import WS_MAX_REGISTERS, load_source  # noqa: E402
 from fusion_compiler.kernels.flash_template import _tile_row_block  # noqa: E402
-from fusion_compiler.kernels.flash_ws import _next_step, _tile_at  # noqa: E402
+from fusion_compiler.kernels.flash_ws import _next_step, _softmax_step, _tile_at  # noqa: E402
 from fusion_compiler.tools.autotune import use_torch_scratch  # noqa: E402
 
 _PROGRAMS = 264  # two per multiprocessor, as the generated kernel's persistent schedule
@@ -126,7 +126,6 @@ def attention(
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16]
     )
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     q_smem = gl.allocate_shared_memory(dtype, [BLOCK, D], smem_layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK, D], smem_layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK, D], smem_layout)
@@ -207,13 +206,7 @@ def attention(
                         q_smem,
                         pred=more,
                     )
-                m_new = gl.maximum(m_i, gl.max(qk, 1) * QK_SCALE)
-                p = gl.exp2(qk * QK_SCALE - m_new[:, None])
-                alpha = gl.exp2(m_i - m_new)
-                l_i = l_i * alpha + gl.sum(p, 1)
-                m_i = m_new
-                acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
-                p16 = gl.convert_layout(p.to(dtype), p_layout)
+                p16, m_i, l_i, acc = _softmax_step(qk, m_i, l_i, acc, QK_SCALE, dtype, o_layout)
                 mbarrier.wait(v_bar.index(s), phase)
                 acc = warpgroup_mma(p16, v_smem.index(s), acc, is_async=True)
                 # while PV runs: the previous block's stage (its PV is done) takes the block
@@ -264,12 +257,10 @@ def _gluon_launch(batch: int, n: int, d: int, desync: bool):
 
 
 def _producer_warp_launch(batch: int, n: int, d: int, causal: bool):
-    """``flash_ws.attention`` (the compiler's kernel for persistent causal attention over
+    """``flash_ws.attention`` (the compiler's kernel for persistent attention over
     contiguous D128 operands), launched as compile_kernel builds it."""
-    spec = schedules.plain_spec(
-        schedules.Tiles(64, 64, 4, 3, persistent=_PROGRAMS), batch, n, d, True
-    )
-    constants = {**spec.ws_constants(), "CAUSAL": causal, "DESYNC": causal and n <= 2048}
+    tiles = schedules.Tiles(64, 64, 4, 3, persistent=_PROGRAMS)
+    constants = schedules.plain_spec(tiles, batch, n, d, causal).ws_constants()
     launch = flash_ws.attention[(_PROGRAMS,)]
     return lambda q, k, v, mask, sizes, out: launch(
         q, k, v, mask, sizes, out, num_warps=4, maxnreg=WS_MAX_REGISTERS, **constants

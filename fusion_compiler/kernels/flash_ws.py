@@ -54,6 +54,28 @@ def _key_blocks(tile, N: gl.constexpr, BATCH: gl.constexpr, TILES: gl.constexpr,
 
 
 @gluon.jit
+def _first_row(tile, N: gl.constexpr, BATCH: gl.constexpr, BLOCK: gl.constexpr,
+               TILES: gl.constexpr):  # fmt: skip
+    """The row of a tile's first query in the (batch * N, D) view of Q and the output."""
+    return (tile % BATCH) * N + _tile_row_block(tile, BATCH, TILES) * BLOCK
+
+
+@gluon.jit
+def _softmax_step(x, m_i, l_i, acc, QK_SCALE: gl.constexpr, dtype: gl.constexpr,
+                  o_layout: gl.constexpr):  # fmt: skip
+    """One online-softmax step on a block's base-2 logits ``x`` (unscaled: the scale
+    goes inside exp2's FMA): P in PV's A-operand layout, and the running max, sum and
+    rescaled accumulator."""
+    m_new = gl.maximum(m_i, gl.max(x, 1) * QK_SCALE)
+    p = gl.exp2(x * QK_SCALE - m_new[:, None])
+    alpha = gl.exp2(m_i - m_new)
+    l_i = l_i * alpha + gl.sum(p, 1)
+    acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    return gl.convert_layout(p.to(dtype), p_layout), m_new, l_i, acc
+
+
+@gluon.jit
 def _producer(
     k_desc,
     v_desc,
@@ -103,8 +125,7 @@ def _load_q(Q, tile, N: gl.constexpr, D: gl.constexpr, BATCH: gl.constexpr,
             BLOCK: gl.constexpr, TILES: gl.constexpr, layout: gl.constexpr):  # fmt: skip
     """Q of a tile into registers, in wgmma's A-operand layout (past the last tile: the
     last tile's, unused)."""
-    tile = gl.minimum(tile, TILES - 1)
-    first = (tile % BATCH) * N + _tile_row_block(tile, BATCH, TILES) * BLOCK
+    first = _first_row(gl.minimum(tile, TILES - 1), N, BATCH, BLOCK, TILES)
     rows = first + gl.arange(0, BLOCK, layout=gl.SliceLayout(1, layout))
     cols = gl.arange(0, D, layout=gl.SliceLayout(0, layout))
     return gl.load(Q + rows[:, None].to(gl.int64) * D + cols[None, :])
@@ -138,7 +159,6 @@ def _compute(
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16]
     )
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     # Q stays in registers as QK^T's A operand (H200, N1024 D128: causal 44.3 against 45.0
     # us with Q in shared memory, full 71.2 against 72.0)
     q_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
@@ -176,14 +196,7 @@ def _compute(
                 if CAUSAL:
                     if j == blocks - 1:  # the diagonal block
                         x = gl.where(keys[None, :] <= rows[:, None], x, float("-inf"))
-                # base-2 logits, the scale inside exp2's FMA
-                m_new = gl.maximum(m_i, gl.max(x, 1) * QK_SCALE)
-                p = gl.exp2(x * QK_SCALE - m_new[:, None])
-                alpha = gl.exp2(m_i - m_new)
-                l_i = l_i * alpha + gl.sum(p, 1)
-                m_i = m_new
-                acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
-                p = gl.convert_layout(p.to(dtype), p_layout)
+                p, m_i, l_i, acc = _softmax_step(x, m_i, l_i, acc, QK_SCALE, dtype, o_layout)
                 mbarrier.wait(v_ready.index(s), phase)
                 acc = warpgroup_mma(p, v_smem.index(s), acc, is_async=True)
                 c += 1
@@ -193,7 +206,7 @@ def _compute(
             tma.store_wait(0)  # the previous tile's output has left o_smem
             o_smem.store((acc * inv[:, None]).to(dtype))
             fence_async_shared()
-            first = (tile % BATCH) * N + _tile_row_block(tile, BATCH, TILES) * BLOCK
+            first = _first_row(tile, N, BATCH, BLOCK, TILES)
             tma.async_copy_shared_to_global(o_desc, [first, 0], o_smem)
         step = next_step
         tile = next_tile
