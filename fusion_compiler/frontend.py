@@ -6,14 +6,13 @@ work; aten lowering is IREE's torch input pipeline, not ours.
 
 from __future__ import annotations
 
-import copy
 import traceback
 import warnings
 from pathlib import Path
 
 import torch
 
-from fusion_compiler import diagnostics
+from fusion_compiler import decompositions, diagnostics
 from fusion_compiler.errors import FusionCompilerError, MLIRParseError
 from fusion_compiler.ir import FxImporter, ir, passmanager
 from fusion_compiler.stages import Stage
@@ -116,14 +115,57 @@ def _unalias(args: tuple) -> tuple:
     return tuple(out)
 
 
-def _copy_graph(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
-    """A copy sharing the weights: importing a frozen program rewrites its graph in place,
-    and the caller's program must stay usable (to save or run it afterwards)."""
-    shared = {**program.state_dict, **program.constants}
-    memo = {id(t): t for t in shared.values()}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # torch's pytree, on deepcopy
-        return copy.deepcopy(program, memo)
+def functional(
+    program: torch.export.ExportedProgram, decompose: frozenset = frozenset()
+) -> torch.export.ExportedProgram:
+    """The program functionalised, with our decompositions and ``decompose``'s ops (each
+    by PyTorch's own composite definition) applied; the caller's program is left as is."""
+    table = dict(decompositions.TABLE)
+    if decompose:
+        composite = torch.export.default_decompositions()  # PyTorch's own, per operator
+        table.update({op: composite[op] for op in decompose})
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # torch's pytree, on deepcopy
+            return program.run_decompositions(table)
+    except Exception as exc:  # a graph torch itself cannot retrace: say which, and why
+        raise FusionCompilerError(
+            f"could not functionalise the exported program ({type(exc).__name__}): "
+            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}\n"
+            "Export it again with torch.export.export and pass the new program."
+        ) from None
+
+
+def composite_ops(program: torch.export.ExportedProgram, names: set[str]) -> frozenset:
+    """The graph's operators among the MLIR op ``names`` that PyTorch defines by
+    composition of others (CompositeImplicitAutograd), so that they can be decomposed."""
+    found = set()
+    for node in program.graph.nodes:
+        op = node.target
+        if node.op != "call_function" or not isinstance(op, torch._ops.OpOverload):
+            continue
+        name = "torch." + str(op).removesuffix(".default")
+        if name in names and op.has_kernel_for_dispatch_key(_COMPOSITE):
+            found.add(op)
+    return frozenset(found)
+
+
+_COMPOSITE = torch._C.DispatchKey.CompositeImplicitAutograd
+
+
+def _frozen_state(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """The FX importer looks buffers up in ``state_dict`` only, where non-persistent
+    buffers (``register_buffer(..., persistent=False)``) are not: they live in
+    ``constants``. The importer gets a program whose ``state_dict`` holds both (a fresh
+    program of ``functional``'s: its ``state_dict`` is its own)."""
+    signature = program.graph_signature
+    missing = {
+        name: program.constants[name]
+        for name in signature.inputs_to_buffers.values()
+        if name not in program.state_dict and name in program.constants
+    }
+    program.state_dict.update(missing)
+    return program
 
 
 def _restore_list_values(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
@@ -145,13 +187,48 @@ def _looks_like_path(text: str) -> bool:
 def import_model(
     source: torch.export.ExportedProgram | str, context: ir.Context, filename: str = "<input>"
 ) -> tuple[ir.Module, Stage]:
-    """MLIR for the model and the stage it is at (torch for models, torch or linalg for text)."""
-    if isinstance(source, torch.export.ExportedProgram):
-        importer = FxImporter(context=context)
-        importer.import_frozen_program(_copy_graph(source))
-        return importer.module, Stage.TORCH
-    module = parse(source, context, filename)
-    return module, _stage_of(module)
+    """MLIR for the model and the stage it is at (torch for models, torch or linalg for text).
+
+    A program is imported as ``functional`` gives it (a new program: the importer's
+    in-place rewrites leave the caller's as it was). An operator the torch dialect has no
+    definition of (imported as ``torch.operator``) cannot be lowered; where PyTorch
+    defines it by composition of others, the program is imported again with it
+    decomposed."""
+    if not isinstance(source, torch.export.ExportedProgram):
+        module = parse(source, context, filename)
+        return module, _stage_of(module)
+    decompose: frozenset = frozenset()
+    while True:
+        module = _import_program(functional(source, decompose), context)
+        composite = composite_ops(source, _unregistered_ops(module.operation)) - decompose
+        if not composite:
+            return module, Stage.TORCH
+        module.operation.erase()
+        decompose |= composite
+
+
+def _import_program(program: torch.export.ExportedProgram, context: ir.Context) -> ir.Module:
+    importer = FxImporter(context=context)
+    try:
+        importer.import_frozen_program(_frozen_state(program))
+    except Exception as exc:  # the importer met a value or an op it cannot type
+        raise FusionCompilerError(
+            f"the FX importer could not import the program: {type(exc).__name__}: {exc}"
+        ) from None
+    return importer.module
+
+
+def _unregistered_ops(module: ir.Operation) -> set[str]:
+    """Names of the ``torch.operator`` ops: aten ops the torch dialect does not define."""
+    names: set[str] = set()
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "torch.operator":
+            names.add(ir.StringAttr(op.attributes["name"]).value)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    return names
 
 
 def parse(text: str, context: ir.Context, filename: str = "<input>") -> ir.Module:

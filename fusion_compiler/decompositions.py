@@ -1,0 +1,42 @@
+"""What the exported program is rewritten with before import: aten ops IREE 3.13's torch
+input pipeline cannot lower, each as ops it can (iree-turbine keeps a table like it).
+Each row was found failing without it (``tests/test_frontend.py`` keeps one case each).
+
+``ExportedProgram.run_decompositions(TABLE)`` also functionalises the graph (in-place
+updates of intermediates, ``lift_fresh_copy`` + ``detach_``), and leaves every op not named
+here as it is, so attention written with ``scaled_dot_product_attention`` stays one op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch._decomp import get_decompositions
+
+aten = torch.ops.aten
+
+
+def _bitwise(op: Callable) -> Callable:
+    """``a & b`` exports as ``aten.__and__``; on bool and integer tensors it is bitwise_and."""
+
+    def decomposition(a: torch.Tensor, b: torch.Tensor | int | bool) -> torch.Tensor:
+        return op(a, b)
+
+    return decomposition
+
+
+# Operators with a definition in the torch dialect but no lowering in IREE 3.13, which
+# PyTorch decomposes into ones with one. (Operators the torch dialect does not define at
+# all are decomposed by the front end when PyTorch defines them by composition.)
+_TORCH_DECOMPOSED = [aten.xlogy]
+
+TABLE: dict[torch._ops.OpOverload, Callable] = {
+    **get_decompositions(_TORCH_DECOMPOSED),
+    aten.__and__.Tensor: _bitwise(torch.bitwise_and),
+    aten.__and__.Scalar: _bitwise(torch.bitwise_and),
+    aten.__or__.Tensor: _bitwise(torch.bitwise_or),
+    aten.__or__.Scalar: _bitwise(torch.bitwise_or),
+    aten.__xor__.Tensor: _bitwise(torch.bitwise_xor),
+    aten.__xor__.Scalar: _bitwise(torch.bitwise_xor),
+}
