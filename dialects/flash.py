@@ -9,11 +9,14 @@ running max ``m``, a running sum ``l`` and an accumulator ``acc``::
     p     = exp2(x - m')                        exp2, the scale folded in
     l'    = exp2(m - m')·l + rowsum(p)
     acc'  = exp2(m - m')·acc + p · V_j
-    O_i   = acc / l                             the one division, after the loop
+    O_i   = acc / l, 0 where l = 0              the one division, after the loop
 
 No tensor larger than a (block_q, block_k) tile of scores is created. The running max
 starts at the lowest finite f32, so fully masked blocks contribute exp2(-inf) = 0 rather
-than NaN with no special case.
+than NaN with no special case; a row whose keys are all -inf comes out 0. Masked
+logits are clamped at that lowest f32 unless the mask is -inf, so a finite fill such
+as ``finfo.min`` stays finite in the exp2 domain (PyTorch's equal weights on a row with
+no allowed key).
 """
 
 from __future__ import annotations
@@ -73,6 +76,8 @@ def layout(op: ir.Operation, allow_dynamic: bool = False) -> Layout | str:
         return "operand layout other than (batch, rows, cols) for Q, V, mask and output"
     if maps[1] not in (_K_ROWS, _K_COLUMNS):
         return "K layout other than (batch, k2, k1) or (batch, k1, k2)"
+    if has_mask and not _is_float(op.operands[4]):
+        return "a boolean mask (fusion-additive-mask makes it additive)"
     dynamic = any(not ir.RankedTensorType(v.type).has_static_shape for v in op.operands[:3])
     if dynamic and not allow_dynamic:
         # Measured: with dynamic sizes IREE 3.13 runs this loop nest to wrong results
@@ -80,6 +85,10 @@ def layout(op: ir.Operation, allow_dynamic: bool = False) -> Layout | str:
         return "dynamic shapes (IREE 3.13 computes the loop nest wrongly with them)"
     causal_offset = causal.offset(op.operands[4], 1, 2) if has_mask else None
     return Layout(maps[1] == _K_COLUMNS, has_mask, causal_offset)
+
+
+def _is_float(value: ir.Value) -> bool:
+    return isinstance(ir.RankedTensorType(value.type).element_type, ir.FloatType)
 
 
 def _maps(n_dims: int, *positions: list[int]) -> list[ir.AffineMapAttr]:
@@ -154,10 +163,32 @@ def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Valu
                 empty_of([batch, tm, width], out_type.element_type),
                 _maps(3, [0, 1, 2], [0, 1], [0, 1, 2]),
                 ["parallel"] * 3,
-                lambda a, s, _: _cast(dialects.arith.DivFOp(a, s).result, out_type.element_type),
+                lambda a, s, _: _cast(_normalised(a, s), out_type.element_type),
             )
             dialects.scf.YieldOp([insert_slice(o_i, outer.inner_iter_args[0], [0, i, 0])])
     return outer.results[0]
+
+
+def _masked(x: ir.Value, mask: ir.Value) -> ir.Value:
+    """x + log2(e)·mask, kept finite where the mask is.
+
+    A finite fill as low as ``finfo(f32).min`` overflows to -inf once scaled into the
+    exp2 domain; PyTorch's softmax sees it finite (a row of nothing but such fills gets
+    equal weights). Clamped at the lowest finite f32, the row max of such a row is that
+    value and each key gets exp2(0): the same equal weights. A -inf mask stays -inf."""
+    shifted = _add(x, _mul(mask, _f(LOG2E)))
+    floored = dialects.arith.MaximumFOp(shifted, _f(_LOWEST)).result
+    minus_inf = dialects.arith.CmpFOp(dialects.arith.CmpFPredicate.OEQ, mask, _f(-math.inf)).result
+    return dialects.arith.SelectOp(minus_inf, shifted, floored).result
+
+
+def _normalised(acc: ir.Value, total: ir.Value) -> ir.Value:
+    """acc / l, and 0 where l is 0: a row whose keys are all -inf gives 0, as
+    ``F.scaled_dot_product_attention`` and FlashAttention give (softmax itself, NaN)."""
+    empty_row = dialects.arith.CmpFOp(dialects.arith.CmpFPredicate.OEQ, total, _f(0.0)).result
+    return dialects.arith.SelectOp(
+        empty_row, _f(0.0), dialects.arith.DivFOp(acc, total).result
+    ).result
 
 
 def _as_index(size: Size) -> ir.Value:
@@ -199,7 +230,7 @@ def _block_step(
         if not has_plain_region(op):
             x = inline_region(op, x)  # IREE's region semantics: base 2 in, base 2 out
         if rest[:-1]:
-            x = _add(x, _mul(to_f32(rest[0]), _f(LOG2E)))
+            x = _masked(x, to_f32(rest[0]))
         return x
 
     inputs = [s] + ([mask_ij] if mask_ij is not None else [])

@@ -11,6 +11,7 @@ import importlib
 from types import ModuleType
 
 _MODULES: dict[str, str] = {
+    "fusion-additive-mask": "fusion_compiler.passes.additive_mask",
     "fusion-decompose-attention": "fusion_compiler.passes.decompose_attention",
     "fusion-detect-attention": "fusion_compiler.passes.detect_attention",
     "fusion-find-softmax": "fusion_compiler.passes.find_softmax",
@@ -29,33 +30,32 @@ _SAFE_HEAD_DIM = "fusion-decompose-attention{above-head-dim=128}"
 # With dynamic shapes, tensor.dim ops keep the replaced scores alive until their sizes
 # are read from the operands instead.
 _CLEANUP = ("resolve-ranked-shaped-type-result-dims", "canonicalize", "cse")
+# Attention found, and every mask of it (SDPA's boolean ones too) additive.
+_DETECT = ("fusion-detect-attention", *_CLEANUP, "fusion-additive-mask")
 # The head split and merge moved into the attention ops IREE lowers (or that are
 # decomposed), and the reshapes left behind folded.
 _TILE_AND_FUSE = ("fusion-tile-and-fuse", "canonicalize")
 DEFAULT_PIPELINES: dict[str, tuple[str, ...]] = {
     "cpu": (
-        "fusion-detect-attention",
-        *_CLEANUP,
+        *_DETECT,
         *_TILE_AND_FUSE,
         _SAFE_HEAD_DIM,
         "fusion-find-softmax",
     ),
     "cuda": (
-        "fusion-detect-attention",
-        *_CLEANUP,
+        *_DETECT,
         *_TILE_AND_FUSE,
         _SAFE_HEAD_DIM,
         "fusion-find-softmax",
     ),
-    "vulkan": ("fusion-decompose-attention", "fusion-find-softmax"),
+    "vulkan": ("fusion-additive-mask", "fusion-decompose-attention", "fusion-find-softmax"),
 }
 
 
 # attention="online-softmax": our FlashAttention-2 loop nest instead of IREE's op, on
 # every target (it needs none of IREE's attention code generation).
 ONLINE_SOFTMAX_PIPELINE: tuple[str, ...] = (
-    "fusion-detect-attention",
-    *_CLEANUP,
+    *_DETECT,
     "fusion-online-softmax",
     "fusion-find-softmax",
 )
@@ -75,8 +75,7 @@ def online_softmax_pipeline(block_q: int, block_k: int) -> list[str]:
 # Vulkan: each fused attention becomes a generated SPIR-V kernel; what it cannot take is
 # decomposed, as IREE's SPIR-V code generation cannot lower the attention op.
 VULKAN_KERNEL_PIPELINE: tuple[str, ...] = (
-    "fusion-detect-attention",
-    *_CLEANUP,
+    *_DETECT,
     "fusion-spirv-attention",
     *_TILE_AND_FUSE,
     "fusion-decompose-attention",
@@ -88,8 +87,7 @@ def kernel_pipeline(arch: str) -> list[str]:
     """CUDA on Hopper: each fused attention becomes a generated kernel; what the kernel
     cannot take goes on through the CUDA pipeline's own passes."""
     return [
-        "fusion-detect-attention",
-        *_CLEANUP,
+        *_DETECT,
         f"fusion-schedule{{arch={arch}}}",
         f"fusion-kernel-attention{{arch={arch}}}",
         *_TILE_AND_FUSE,

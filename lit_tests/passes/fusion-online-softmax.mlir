@@ -43,7 +43,10 @@ func.func @plain(%q: tensor<4x100x16xf16>, %k: tensor<4x120x16xf16>, %v: tensor<
 // CHECK: math.exp2
 // CHECK: linalg.generic {{.*}} ins(%{{.+}}, %[[VJ]] : tensor<4x?x?xf32>, tensor<4x?x8xf16>)
 // CHECK: scf.yield
-// CHECK: arith.divf
+// A row with no key left (l = 0) gives 0, not 0/0.
+// CHECK: %[[EMPTY:.+]] = arith.cmpf oeq, %[[L_OUT:.+]], %{{.+}} : f32
+// CHECK: %[[DIV:.+]] = arith.divf %{{.+}}, %[[L_OUT]] : f32
+// CHECK: arith.select %[[EMPTY]], %{{.+}}, %[[DIV]] : f32
 // CHECK: arith.truncf %{{.+}} : f32 to f16
 // CHECK: tensor.insert_slice %{{.+}} into %[[ACC_O]][0, %[[I]], 0]
 // CHECK: } {fusion.online_softmax}
@@ -53,7 +56,9 @@ func.func @plain(%q: tensor<4x100x16xf16>, %k: tensor<4x120x16xf16>, %v: tensor<
 // -----
 
 // A mask is read one (32, 64) block at a time; K stored transposed (batch, k1, k2);
-// the score region (a softcap) is inlined into the block's logits.
+// the score region (a softcap) is inlined into the block's logits. The masked logit is
+// clamped at the lowest f32 unless the mask is -inf, so finfo.min stays finite in the
+// exp2 domain.
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
 #kt = affine_map<(d0, d1, d2, d3, d4) -> (d0, d3, d4)>
 #v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
@@ -85,8 +90,12 @@ func.func @masked(%q: tensor<4x100x16xf32>, %kt: tensor<4x16x120xf32>, %v: tenso
 // CHECK: tensor.extract_slice %[[KT]][0, 0, %[[J]]] [4, 16, %{{.+}}]
 // CHECK: %[[MIJ:.+]] = tensor.extract_slice %[[MASK]][0, %[[I]], %[[J]]] [4, %{{.+}}, %{{.+}}]
 // CHECK: linalg.generic {{.*}} ins(%{{.+}}, %[[MIJ]] : tensor<4x?x?xf32>, tensor<4x?x?xf32>)
+// CHECK: ^bb0(%{{.+}}: f32, %[[M:.+]]: f32, %{{.+}}: f32):
 // CHECK: math.tanh
-// CHECK: arith.addf
+// CHECK: %[[SHIFTED:.+]] = arith.addf
+// CHECK: %[[FLOORED:.+]] = arith.maximumf %[[SHIFTED]], %{{.+}} : f32
+// CHECK: %[[NINF:.+]] = arith.cmpf oeq, %[[M]], %{{.+}} : f32
+// CHECK: arith.select %[[NINF]], %[[SHIFTED]], %[[FLOORED]] : f32
 // CHECK: math.exp2
 
 // -----

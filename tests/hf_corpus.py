@@ -1,0 +1,212 @@
+"""Hugging Face transformers architectures from tiny configs with random weights (no hub).
+
+Each row builds a model of one architecture and its example inputs with a padding mask:
+decoders pad on the left, encoders on the right, so some query rows of a causal layer see
+no key at all. ``attentions`` is how many attention layers the exported graph holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+BATCH, SEQ, VOCAB = 2, 16, 128
+PAD = 5  # padded positions in the second sequence
+# One small transformer: 2 layers, 4 heads of 16, d 64.
+SMALL = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
+
+
+@dataclass(frozen=True)
+class Arch:
+    """One architecture: its model type, config, how it is called, its attention layers."""
+
+    model_type: str
+    config: dict = field(default_factory=dict)
+    kind: str = "decoder"  # decoder | encoder | seq2seq | vision | speech
+    attentions: int = 2
+    auto: str = "AutoModel"
+
+
+# Special tokens inside the tiny vocabulary (the configs' defaults index a real one).
+TOKENS = dict(bos_token_id=0, eos_token_id=1, pad_token_id=1)
+
+
+def _decoder(**extra) -> dict:
+    return {**SMALL, **TOKENS, "vocab_size": VOCAB, "max_position_embeddings": 64, **extra}
+
+
+ARCHS: dict[str, Arch] = {
+    a.model_type: a
+    for a in [
+        Arch("gpt2", dict(n_embd=64, n_layer=2, n_head=4, vocab_size=VOCAB, n_positions=64)),
+        Arch("llama", _decoder(num_key_value_heads=2)),
+        Arch("mistral", _decoder(num_key_value_heads=2, sliding_window=8)),
+        Arch("qwen2", _decoder(num_key_value_heads=2)),
+        Arch("qwen3", _decoder(num_key_value_heads=2, head_dim=16)),
+        Arch(
+            "gemma2",
+            _decoder(num_key_value_heads=2, head_dim=16, sliding_window=8),
+        ),
+        Arch(
+            "gemma3_text",
+            _decoder(num_key_value_heads=2, head_dim=16, sliding_window=8),
+        ),
+        Arch("phi3", _decoder(num_key_value_heads=2, pad_token_id=0)),
+        Arch("gpt_neox", _decoder()),
+        Arch(
+            "opt",
+            dict(
+                hidden_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                ffn_dim=128,
+                vocab_size=VOCAB,
+                max_position_embeddings=64,
+                word_embed_proj_dim=64,
+            ),
+        ),
+        Arch("bloom", dict(hidden_size=64, n_layer=2, n_head=4, vocab_size=VOCAB)),
+        Arch("falcon", _decoder(new_decoder_architecture=False, multi_query=True)),
+        Arch("bert", _decoder(), kind="encoder"),
+        Arch("roberta", _decoder(pad_token_id=1), kind="encoder"),
+        Arch(
+            "distilbert",
+            dict(
+                dim=64,
+                n_layers=2,
+                n_heads=4,
+                hidden_dim=128,
+                vocab_size=VOCAB,
+                max_position_embeddings=64,
+            ),
+            kind="encoder",
+        ),
+        Arch(
+            "modernbert",
+            _decoder(global_attn_every_n_layers=2, local_attention=8, pad_token_id=0),
+            kind="encoder",
+        ),
+        Arch(
+            "t5",
+            dict(
+                d_model=64,
+                num_layers=2,
+                num_decoder_layers=2,
+                num_heads=4,
+                d_kv=16,
+                d_ff=128,
+                vocab_size=VOCAB,
+                decoder_start_token_id=0,
+            ),
+            kind="seq2seq",
+            attentions=6,
+        ),
+        Arch(
+            "bart",
+            dict(
+                d_model=64,
+                encoder_layers=2,
+                decoder_layers=2,
+                encoder_attention_heads=4,
+                decoder_attention_heads=4,
+                encoder_ffn_dim=128,
+                decoder_ffn_dim=128,
+                vocab_size=VOCAB,
+                max_position_embeddings=64,
+            ),
+            kind="seq2seq",
+            attentions=6,
+        ),
+        Arch(
+            "vit",
+            dict(**SMALL, image_size=32, patch_size=8, num_channels=3),
+            kind="vision",
+        ),
+        Arch(
+            "deit",
+            dict(**SMALL, image_size=32, patch_size=8, num_channels=3),
+            kind="vision",
+        ),
+        Arch(
+            "whisper",
+            dict(
+                d_model=64,
+                encoder_layers=2,
+                decoder_layers=2,
+                encoder_attention_heads=4,
+                decoder_attention_heads=4,
+                encoder_ffn_dim=128,
+                decoder_ffn_dim=128,
+                vocab_size=VOCAB,
+                num_mel_bins=16,
+                max_source_positions=16,
+                max_target_positions=32,
+                decoder_start_token_id=0,
+            ),
+            kind="speech",
+            attentions=6,
+        ),
+        Arch("clip_text_model", _decoder(), kind="encoder"),
+    ]
+}
+
+
+def padding_mask(kind: str) -> torch.Tensor:
+    """(BATCH, SEQ) ones with PAD zeros in the second row: left for decoders, else right."""
+    mask = torch.ones(BATCH, SEQ, dtype=torch.long)
+    if kind == "decoder":
+        mask[1, :PAD] = 0
+    else:
+        mask[1, SEQ - PAD :] = 0
+    return mask
+
+
+class LastHidden(torch.nn.Module):
+    """A model's first output tensor: the last hidden state (or the logits)."""
+
+    def __init__(self, model: torch.nn.Module, kind: str):
+        super().__init__()
+        self.model, self.kind = model, kind
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        if self.kind == "vision":
+            (pixels,) = args
+            out = self.model(pixel_values=pixels)
+        elif self.kind == "speech":
+            features, decoder_ids = args
+            out = self.model(input_features=features, decoder_input_ids=decoder_ids)
+        elif self.kind == "seq2seq":
+            ids, mask, decoder_ids = args
+            out = self.model(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids)
+        else:
+            ids, mask = args
+            out = self.model(input_ids=ids, attention_mask=mask)
+        return out[0]
+
+
+def build(name: str, attn_implementation: str) -> tuple[torch.nn.Module, Callable[[], tuple]]:
+    """The architecture's model in eval mode (seeded random weights) and an input maker."""
+    import transformers
+
+    arch = ARCHS[name]
+    config = transformers.AutoConfig.for_model(arch.model_type, **{**TOKENS, **arch.config})
+    config._attn_implementation = attn_implementation
+    torch.manual_seed(0)
+    model = getattr(transformers, arch.auto).from_config(
+        config, attn_implementation=attn_implementation
+    )
+    model = LastHidden(model.eval(), arch.kind).eval()
+
+    def inputs() -> tuple:
+        if arch.kind == "vision":
+            return (torch.randn(BATCH, 3, 32, 32),)
+        if arch.kind == "speech":
+            return (torch.randn(BATCH, 16, 32), torch.randint(2, VOCAB, (BATCH, 8)))
+        ids = torch.randint(2, VOCAB, (BATCH, SEQ))
+        if arch.kind == "seq2seq":
+            return ids, padding_mask(arch.kind), torch.randint(2, VOCAB, (BATCH, 8))
+        return ids, padding_mask(arch.kind)
+
+    return model, inputs

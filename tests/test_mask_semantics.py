@@ -1,0 +1,84 @@
+"""Every mask value gives PyTorch's answer on every row, with each lowering of attention.
+
+Rows with no allowed key are the edge: a finite fill (HF's ``finfo.min``, ``-1e9``,
+``-1e4``) gives PyTorch's softmax over equal values; a row whose keys are all ``-inf``
+(an additive mask or SDPA's boolean one) gives 0, as ``F.scaled_dot_product_attention``
+and FlashAttention do (softmax written out gives NaN there).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import rel_error
+
+import fusion_compiler as fc
+
+B, H, N, D, PAD = 2, 2, 40, 16, 7
+
+
+def _padding_and_causal() -> torch.Tensor:
+    """(B, 1, N, N) bool: causal, the second sequence left-padded by PAD keys, so its
+    first PAD query rows see no key at all."""
+    keep = torch.ones(N, N, dtype=torch.bool).tril().expand(B, 1, N, N).clone()
+    keep[1, :, :, :PAD] = False
+    return keep
+
+
+class Eager(torch.nn.Module):
+    """softmax(QKᵀ/√D + mask)·V with an additive mask of ``fill`` where not kept."""
+
+    def __init__(self, fill: float):
+        super().__init__()
+        self.fill = fill
+
+    def forward(self, q, k, v, keep):
+        mask = torch.zeros(keep.shape, dtype=q.dtype).masked_fill(~keep, self.fill)
+        scores = q @ k.transpose(-1, -2) / D**0.5 + mask
+        return torch.softmax(scores, dim=-1) @ v
+
+
+class Sdpa(torch.nn.Module):
+    def __init__(self, boolean: bool):
+        super().__init__()
+        self.boolean = boolean
+
+    def forward(self, q, k, v, keep):
+        mask = torch.zeros(keep.shape, dtype=q.dtype).masked_fill(~keep, -torch.inf)
+        mask = keep if self.boolean else mask
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.fixture(params=["auto", "iree", "online-softmax"])
+def attention(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def _run(model: torch.nn.Module, attention: str) -> tuple[torch.Tensor, torch.Tensor]:
+    keep = _padding_and_causal()
+    example = tuple(torch.randn(B, H, N, D) for _ in range(3)) + (keep,)
+    module = fc.compile(model, example_args=example, attention=attention)
+    assert module.stats["attention_ops"] == 1, module.remarks
+    assert module.stats["softmax_ops"] == 0
+    fresh = tuple(torch.randn(B, H, N, D) for _ in range(3)) + (keep,)
+    # PyTorch in the model's own f32: with a fill like -1e9 the scores' digits are lost in
+    # f32 (ulp(1e9) = 64), so a row of nothing but fills gets equal weights there, not
+    # the float64 softmax of the scores
+    with torch.no_grad():
+        want = model(*fresh)
+    return fc.load(module)(*fresh), want
+
+
+@pytest.mark.parametrize("fill", [torch.finfo(torch.float32).min, -1e9, -1e4])
+def test_finite_fill_matches_pytorch_on_rows_with_no_allowed_key(fill, attention) -> None:
+    got, want = _run(Eager(fill), attention)
+    assert torch.isfinite(want).all()
+    assert rel_error(got, want) < 1e-4
+
+
+@pytest.mark.parametrize("boolean", [True, False], ids=["bool", "minus-inf"])
+def test_rows_with_every_key_minus_inf_give_zero(boolean, attention) -> None:
+    got, want = _run(Sdpa(boolean), attention)
+    assert (want[1, :, :PAD] == 0).all()  # PyTorch's own answer there
+    assert rel_error(got, want) < 1e-4
