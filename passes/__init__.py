@@ -15,6 +15,7 @@ _MODULES: dict[str, str] = {
     "fusion-decompose-attention": "fusion_compiler.passes.decompose_attention",
     "fusion-detect-attention": "fusion_compiler.passes.detect_attention",
     "fusion-find-softmax": "fusion_compiler.passes.find_softmax",
+    "fusion-guard-masked-rows": "fusion_compiler.passes.guard_masked_rows",
     "fusion-kernel-attention": "fusion_compiler.passes.kernel_attention",
     "fusion-online-softmax": "fusion_compiler.passes.online_softmax",
     "fusion-schedule": "fusion_compiler.passes.schedule",
@@ -27,6 +28,9 @@ _MODULES: dict[str, str] = {
 # compute iree_linalg_ext.attention wrongly when the head dim (the QK contraction) is
 # above 128; SPIR-V cannot lower it at all.
 _SAFE_HEAD_DIM = "fusion-decompose-attention{above-head-dim=128}"
+# What is left for IREE's attention op (or decomposed) gets PyTorch's answer on rows whose
+# keys are all masked.
+_GUARD = "fusion-guard-masked-rows"
 # With dynamic shapes, tensor.dim ops keep the replaced scores alive until their sizes
 # are read from the operands instead.
 _CLEANUP = ("resolve-ranked-shaped-type-result-dims", "canonicalize", "cse")
@@ -39,16 +43,23 @@ DEFAULT_PIPELINES: dict[str, tuple[str, ...]] = {
     "cpu": (
         *_DETECT,
         *_TILE_AND_FUSE,
+        _GUARD,
         _SAFE_HEAD_DIM,
         "fusion-find-softmax",
     ),
     "cuda": (
         *_DETECT,
         *_TILE_AND_FUSE,
+        _GUARD,
         _SAFE_HEAD_DIM,
         "fusion-find-softmax",
     ),
-    "vulkan": ("fusion-additive-mask", "fusion-decompose-attention", "fusion-find-softmax"),
+    "vulkan": (
+        "fusion-additive-mask",
+        _GUARD,
+        "fusion-decompose-attention",
+        "fusion-find-softmax",
+    ),
 }
 
 
@@ -57,6 +68,7 @@ DEFAULT_PIPELINES: dict[str, tuple[str, ...]] = {
 ONLINE_SOFTMAX_PIPELINE: tuple[str, ...] = (
     *_DETECT,
     "fusion-online-softmax",
+    _GUARD,
     "fusion-find-softmax",
 )
 ATTENTION_MODES = ("auto", "iree", "online-softmax")
@@ -78,6 +90,7 @@ VULKAN_KERNEL_PIPELINE: tuple[str, ...] = (
     *_DETECT,
     "fusion-spirv-attention",
     *_TILE_AND_FUSE,
+    _GUARD,
     "fusion-decompose-attention",
     "fusion-find-softmax",
 )
@@ -91,6 +104,7 @@ def kernel_pipeline(arch: str) -> list[str]:
         f"fusion-schedule{{arch={arch}}}",
         f"fusion-kernel-attention{{arch={arch}}}",
         *_TILE_AND_FUSE,
+        _GUARD,
         _SAFE_HEAD_DIM,
         "fusion-find-softmax",
     ]

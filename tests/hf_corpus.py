@@ -153,13 +153,14 @@ ARCHS: dict[str, Arch] = {
 }
 
 
-def padding_mask(kind: str) -> torch.Tensor:
-    """(BATCH, SEQ) ones with PAD zeros in the second row: left for decoders, else right."""
-    mask = torch.ones(BATCH, SEQ, dtype=torch.long)
+def padding_mask(kind: str, length: int = SEQ) -> torch.Tensor:
+    """(BATCH, length) ones with PAD zeros in the second row: left for decoders, else
+    right."""
+    mask = torch.ones(BATCH, length, dtype=torch.long)
     if kind == "decoder":
         mask[1, :PAD] = 0
     else:
-        mask[1, SEQ - PAD :] = 0
+        mask[1, length - PAD :] = 0
     return mask
 
 

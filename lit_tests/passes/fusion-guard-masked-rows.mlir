@@ -1,0 +1,61 @@
+// RUN: fusion-opt %s --split-input-file --verify-diagnostics \
+// RUN:   --pass-pipeline='builtin.module(fusion-guard-masked-rows)' | FileCheck %s
+
+// An f32 mask left for IREE's op: finite values clamped (finfo.min would overflow in
+// IREE's exp2 domain), -inf kept; rows with no key above -inf set to 0 after the op.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#m = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+func.func @masked(%q: tensor<4x8x16xf32>, %k: tensor<4x10x16xf32>, %v: tensor<4x10x16xf32>,
+                  %mask: tensor<4x8x10xf32>) -> tensor<4x8x16xf32> {
+  %scale = arith.constant 0.25 : f32
+  %e = tensor.empty() : tensor<4x8x16xf32>
+  // expected-remark @below {{masked attention left to IREE}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
+      ins(%q, %k, %v, %scale, %mask : tensor<4x8x16xf32>, tensor<4x10x16xf32>, tensor<4x10x16xf32>, f32, tensor<4x8x10xf32>)
+      outs(%e : tensor<4x8x16xf32>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<4x8x16xf32>
+  return %o : tensor<4x8x16xf32>
+}
+// CHECK-LABEL: func.func @masked(
+// CHECK-SAME: %[[MASK:[a-z0-9]+]]: tensor<4x8x10xf32>
+// CHECK: %[[CLAMPED:.+]] = linalg.generic {{.*}} ins(%[[MASK]] : tensor<4x8x10xf32>)
+// CHECK: arith.maximumf %{{.+}}, %{{.+}} : f32
+// CHECK: arith.cmpf oeq
+// CHECK: arith.select
+// CHECK: %[[O:.+]] = iree_linalg_ext.attention
+// CHECK-SAME: %[[CLAMPED]] : {{.*}}tensor<4x8x10xf32>)
+// CHECK: %[[ROWS:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]{{.*}} ins(%[[CLAMPED]] : tensor<4x8x10xf32>) outs(%{{.+}} : tensor<4x8xi1>)
+// CHECK: arith.cmpf une
+// CHECK: arith.ori
+// CHECK: %[[OUT:.+]] = linalg.generic {{.*}} ins(%[[O]], %[[ROWS]] : tensor<4x8x16xf32>, tensor<4x8xi1>)
+// CHECK: arith.select
+// CHECK: return %[[OUT]]
+
+// -----
+
+// No mask: nothing to guard.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+func.func @plain(%q: tensor<4x8x16xf32>, %k: tensor<4x10x16xf32>, %v: tensor<4x10x16xf32>) -> tensor<4x8x16xf32> {
+  %scale = arith.constant 0.25 : f32
+  %e = tensor.empty() : tensor<4x8x16xf32>
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #o]}>
+      ins(%q, %k, %v, %scale : tensor<4x8x16xf32>, tensor<4x10x16xf32>, tensor<4x10x16xf32>, f32)
+      outs(%e : tensor<4x8x16xf32>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<4x8x16xf32>
+  return %o : tensor<4x8x16xf32>
+}
+// CHECK-LABEL: func.func @plain(
+// CHECK-NOT: linalg.generic
+// CHECK: return

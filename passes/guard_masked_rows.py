@@ -1,0 +1,134 @@
+"""fusion-guard-masked-rows: IREE's attention op gives PyTorch's answer on every mask value.
+
+IREE 3.13's ``iree_linalg_ext.attention`` scales the mask into its exp2 domain, where a
+finite fill such as ``finfo(f32).min`` overflows to -inf (measured on llvm-cpu: NaN on
+a row of such fills; PyTorch gives equal weights there), and a row whose keys are all
+-inf comes out 0/0. For each attention op with a float mask left for IREE:
+
+- finite mask values are clamped at ``-FLT_MAX / (2·log2 e)``, which stays finite in
+  exp2's domain and still gives exp2(... ) = 0 next to any allowed key; -inf stays;
+- rows with no key above -inf are set to 0, the answer of
+  ``F.scaled_dot_product_attention`` and FlashAttention (and of our own lowerings).
+
+Both are producers and a consumer of the op that IREE fuses into neighbouring
+dispatches; the row test reads the mask's own producers, not a stored mask.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fusion_compiler.dialects import linalg_ext
+from fusion_compiler.dialects.builders import affine_map, axes, dims, empty, generic
+
+from fusion_compiler import remarks
+from fusion_compiler.ir import dialects, ir
+
+NAME = "fusion-guard-masked-rows"
+_MASK = 4
+# finite in exp2's domain: FLOOR·log2(e) = -FLT_MAX / 2
+FLOOR = -3.4028234663852886e38 / 2 / 1.4426950408889634
+
+
+@dataclass(frozen=True)
+class Options:
+    pass
+
+
+def _constant(element: ir.Type, value: float) -> ir.Value:
+    return dialects.arith.ConstantOp(element, value).result
+
+
+def _is_minus_inf(x: ir.Value) -> ir.Value:
+    return dialects.arith.CmpFOp(
+        dialects.arith.CmpFPredicate.OEQ, x, _constant(x.type, -math.inf)
+    ).result
+
+
+def clamp_finite_fills(mask: ir.Value) -> ir.Value:
+    """mask -> (mask == -inf ? -inf : max(mask, FLOOR)), for f32 and bf16 masks."""
+    element = ir.RankedTensorType(mask.type).element_type
+    rank = ir.RankedTensorType(mask.type).rank
+    identity = affine_map(rank, list(range(rank)))
+
+    def clamp(x: ir.Value, _: ir.Value) -> ir.Value:
+        floored = dialects.arith.MaximumFOp(x, _constant(element, FLOOR)).result
+        return dialects.arith.SelectOp(_is_minus_inf(x), x, floored).result
+
+    return generic([mask], empty(axes(mask), element), [identity] * 2, ["parallel"] * rank, clamp)
+
+
+def zero_empty_rows(op: ir.Operation, out: ir.Value) -> ir.Value:
+    """out -> (some key of the row above -inf ? out : 0), rows read from the mask."""
+    maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
+    q_dims, k_dims, mask_dims, out_dims = (dims(maps[i]) for i in (0, 1, _MASK, -1))
+    (k2,) = [d for d in k_dims if d not in q_dims]
+    mask = op.operands[_MASK]
+    rank = len(mask_dims)
+    row_axes = [i for i, d in enumerate(mask_dims) if d != k2]
+    i1 = ir.IntegerType.get_signless(1)
+    false = dialects.arith.ConstantOp(i1, 0).result
+    rows_init = dialects.linalg.fill(false, outs=[empty([(mask, i) for i in row_axes], i1)])
+
+    def any_key(x: ir.Value, seen: ir.Value) -> ir.Value:
+        minus_inf = _constant(x.type, -math.inf)
+        allowed = dialects.arith.CmpFOp(dialects.arith.CmpFPredicate.UNE, x, minus_inf).result
+        return dialects.arith.OrIOp(seen, allowed).result
+
+    has_key = generic(
+        [mask],
+        rows_init,
+        [affine_map(rank, list(range(rank))), affine_map(rank, row_axes)],
+        ["reduction" if d == k2 else "parallel" for d in mask_dims],
+        any_key,
+    )
+    out_type = ir.RankedTensorType(out.type)
+    out_rank = out_type.rank
+    row_in_out = [out_dims.index(mask_dims[i]) for i in row_axes]
+
+    def keep(o: ir.Value, row: ir.Value, _: ir.Value) -> ir.Value:
+        return dialects.arith.SelectOp(row, o, _constant(out_type.element_type, 0.0)).result
+
+    return generic(
+        [out, has_key],
+        empty(axes(out), out_type.element_type),
+        [affine_map(out_rank, list(range(out_rank))), affine_map(out_rank, row_in_out)]
+        + [affine_map(out_rank, list(range(out_rank)))],
+        ["parallel"] * out_rank,
+        keep,
+    )
+
+
+def guard_masked_rows(op: ir.Operation) -> None:
+    """attention(..., mask) -> zero_empty_rows(attention(..., clamp_finite_fills(mask)))."""
+    with ir.InsertionPoint(op), op.location:
+        element = ir.RankedTensorType(op.operands[_MASK].type).element_type
+        if element in (ir.F32Type.get(), ir.BF16Type.get()):
+            op.operands[_MASK] = clamp_finite_fills(op.operands[_MASK])
+    result = op.results[0]
+    users = [use.owner for use in result.uses]
+    with ir.InsertionPoint.after(op), op.location:
+        guarded = zero_empty_rows(op, result)
+    for user in users:
+        for i, operand in enumerate(user.operands):
+            if operand == result:
+                user.operands[i] = guarded
+
+
+def _float_mask(op: ir.Operation) -> bool:
+    if len(op.attributes["indexing_maps"]) != 6:
+        return False
+    element = ir.RankedTensorType(op.operands[_MASK].type).element_type
+    return isinstance(element, ir.FloatType)
+
+
+def run(module: ir.Operation, options: Options) -> None:
+    with module.context:
+        masked = [op for op in linalg_ext.find_all(module) if _float_mask(op)]
+    for op in masked:
+        guard_masked_rows(op)
+        remarks.emit(
+            op.location,
+            "masked attention left to IREE: finite fills clamped, rows with no key set to 0",
+        )

@@ -1,0 +1,59 @@
+"""Hugging Face transformers architectures, out of the box: exported with a padding mask,
+compiled for the CPU, every attention fused, equal to the model in PyTorch.
+
+The architectures and their tiny configs are ``hf_corpus.ARCHS``; weights are random
+(seeded), nothing comes from the hub. ``benchmarks/hf_support.py`` prints the same cases
+as the README's support matrix.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import rel_error
+
+import fusion_compiler as fc
+
+transformers = pytest.importorskip("transformers")
+import hf_corpus  # noqa: E402  (needs transformers)
+
+# transformers has no SDPA path for these: they always run their eager attention.
+EAGER_ONLY = {"gemma2", "bloom"}
+CASES = [
+    (name, impl)
+    for name in hf_corpus.ARCHS
+    for impl in ("eager", "sdpa")
+    if impl == "eager" or name not in EAGER_ONLY
+]
+
+
+@pytest.mark.parametrize(("name", "impl"), CASES, ids=[f"{n}-{i}" for n, i in CASES])
+def test_architecture_fused_and_matches_pytorch(name: str, impl: str) -> None:
+    model, inputs = hf_corpus.build(name, impl)
+    program = torch.export.export(model, inputs(), strict=False)
+    module = fc.compile(program, target="cpu")
+    assert module.stats["attention_ops"] == hf_corpus.ARCHS[name].attentions, module.remarks
+    assert module.stats["softmax_ops"] == 0
+    fresh = inputs()
+    with torch.no_grad():
+        want = model(*fresh)
+    assert rel_error(fc.load(module)(*fresh), want) < 1e-4
+
+
+@pytest.mark.parametrize("name", ["llama", "bert"])
+def test_dynamic_sequence_length_one_compile_three_lengths(name: str) -> None:
+    model, _ = hf_corpus.build(name, "sdpa")
+    kind = hf_corpus.ARCHS[name].kind
+    n = torch.export.Dim("n", min=2, max=60)
+    example = (torch.randint(2, hf_corpus.VOCAB, (2, 16)), hf_corpus.padding_mask(kind, 16))
+    program = torch.export.export(
+        model, example, dynamic_shapes=(({1: n}, {1: n}),), strict=False
+    )
+    module = fc.compile(program, target="cpu")
+    assert module.stats["attention_ops"] == hf_corpus.ARCHS[name].attentions, module.remarks
+    run = fc.load(module)
+    for length in (9, 16, 47):
+        fresh = torch.randint(2, hf_corpus.VOCAB, (2, length)), hf_corpus.padding_mask(kind, length)
+        with torch.no_grad():
+            want = model(*fresh)
+        assert rel_error(run(*fresh), want) < 1e-4, f"length {length}"
