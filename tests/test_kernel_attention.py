@@ -387,6 +387,27 @@ def test_padding_mask_input_read_per_key() -> None:
     assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
 
 
+def test_rows_with_every_key_masked_give_zero() -> None:
+    """A sequence with no key left: 0 on its rows (SDPA's and FlashAttention's answer),
+    not the 0/0 of softmax written out."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, n, 16).to(F16) for n in (19, 23, 23))
+    keep = torch.ones(2, 23, dtype=torch.bool)
+    keep[0] = False
+    model = PaddingMaskAttention()
+    fused = fc.compile(
+        model, example_args=(q, k, v, keep), target="cuda", cuda_arch="sm_90", compile_to="fused"
+    )
+    spec, _ = _dispatch_inputs(fused)
+    got = run_interpreted(
+        spec, q.reshape(4, 19, 16), k.reshape(4, 23, 16), v.reshape(4, 23, 16), mask=[keep]
+    ).reshape(2, 2, 19, 16)
+    assert (got[0] == 0).all()
+    with torch.no_grad():
+        want = model(q[1:].double(), k[1:].double(), v[1:].double(), keep[1:])
+    assert rel_error(got[1:], want) < BOUND[F16]
+
+
 def test_kernel_path_without_triton_says_what_to_install(tmp_path) -> None:
     """On a machine without Triton, sm_90 compilation fails with the fix, not an ImportError."""
     script = tmp_path / "no_triton.py"

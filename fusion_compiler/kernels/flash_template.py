@@ -287,7 +287,9 @@ def _row_block(
         lse_base = Out + SPLITS * BATCH * N_Q * DV_PAD
         tl.store(lse_base + row, lse[:, None], mask=rows[:, None] < n_q)
     else:
-        out = acc * (1.0 / l_i)[:, None]  # H200, causal N1024 D128: 1% faster than a division
+        # 0 on a row with no key (l = 0), as SDPA gives; H200, causal N1024 D128: a
+        # reciprocal 1% faster than a division
+        out = acc * tl.where(l_i > 0, 1.0 / l_i, 0.0)[:, None]
         tl.store(
             Out + _o_offsets(batch, rows[:, None], dv[None, :], n_q, n_k),
             out.to(Out.dtype.element_ty),
@@ -345,10 +347,14 @@ def _key_block(
     if HAS_MASK:
         inside = (rows[:, None] < n_q) & (keys[None, :] < n_k)
         bias = tl.load(Mask + _m_offsets(batch, rows[:, None], keys[None, :], n_q, n_k), mask=inside, other=0.0)  # noqa: E501 - generated: mask
+        bias = bias.to(tl.float32)
         if LATE_SCALE:
-            x += bias.to(tl.float32) * (1.4426950408889634 / QK_SCALE)
+            shift = bias * (1.4426950408889634 / QK_SCALE)
         else:
-            x += bias.to(tl.float32) * 1.4426950408889634
+            shift = bias * 1.4426950408889634
+        # a finite fill (finfo.min) overflows to -inf once scaled: kept finite at -FLT_MAX/2,
+        # a row of nothing but fills then gets PyTorch's equal weights; -inf stays -inf
+        x += tl.where(bias == -float("inf"), shift, tl.maximum(shift, -1.7014117331926443e38))
     # a run-time test, though false in a first loop of two: measured 4-6% faster
     # on the H200, as Triton then waits for K before the first dot and for V only
     # before the second (a compile-time test gets one wait for both)
@@ -408,7 +414,7 @@ def combine(
         total = total * alpha + weight
         acc = acc * alpha[:, None] + weight[:, None] * partial
         top = new_top
-    out = acc / total[:, None]
+    out = acc / tl.where(total > 0, total, 1.0)[:, None]  # 0 on a row with no key
     tl.store(
         Out + _o_offsets(batch, rows[:, None], dv[None, :], N_Q, 0),
         out.to(Out.dtype.element_ty),
