@@ -203,7 +203,8 @@ def import_model(
         composite = composite_ops(source, _unregistered_ops(module.operation)) - decompose
         if not composite:
             return module, Stage.TORCH
-        module.operation.erase()
+        # the module is Python's: dropped here, freed once (an erase() would free it twice)
+        del module
         decompose |= composite
 
 

@@ -187,8 +187,11 @@ class LastHidden(torch.nn.Module):
         return out[0]
 
 
-def build(name: str, attn_implementation: str) -> tuple[torch.nn.Module, Callable[[], tuple]]:
-    """The architecture's model in eval mode (seeded random weights) and an input maker."""
+def build(
+    name: str, attn_implementation: str, seq: int = SEQ, image: int = 32
+) -> tuple[torch.nn.Module, Callable[[], tuple]]:
+    """The architecture's model in eval mode (seeded random weights) and a maker of its
+    inputs: ``seq`` tokens (or ``image``² pixels) per sequence."""
     import transformers
 
     arch = ARCHS[name]
@@ -202,12 +205,12 @@ def build(name: str, attn_implementation: str) -> tuple[torch.nn.Module, Callabl
 
     def inputs() -> tuple:
         if arch.kind == "vision":
-            return (torch.randn(BATCH, 3, 32, 32),)
+            return (torch.randn(BATCH, 3, image, image),)
         if arch.kind == "speech":
             return (torch.randn(BATCH, 16, 32), torch.randint(2, VOCAB, (BATCH, 8)))
-        ids = torch.randint(2, VOCAB, (BATCH, SEQ))
+        ids = torch.randint(2, VOCAB, (BATCH, seq))
         if arch.kind == "seq2seq":
-            return ids, padding_mask(arch.kind), torch.randint(2, VOCAB, (BATCH, 8))
-        return ids, padding_mask(arch.kind)
+            return ids, padding_mask(arch.kind, seq), torch.randint(2, VOCAB, (BATCH, 8))
+        return ids, padding_mask(arch.kind, seq)
 
     return model, inputs

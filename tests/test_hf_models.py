@@ -46,9 +46,7 @@ def test_dynamic_sequence_length_one_compile_three_lengths(name: str) -> None:
     kind = hf_corpus.ARCHS[name].kind
     n = torch.export.Dim("n", min=2, max=60)
     example = (torch.randint(2, hf_corpus.VOCAB, (2, 16)), hf_corpus.padding_mask(kind, 16))
-    program = torch.export.export(
-        model, example, dynamic_shapes=(({1: n}, {1: n}),), strict=False
-    )
+    program = torch.export.export(model, example, dynamic_shapes=(({1: n}, {1: n}),), strict=False)
     module = fc.compile(program, target="cpu")
     assert module.stats["attention_ops"] == hf_corpus.ARCHS[name].attentions, module.remarks
     run = fc.load(module)

@@ -1,0 +1,166 @@
+"""Hugging Face architectures in fp16 through the generated sm_90 kernels, on the GPU.
+
+On the CPU machine:
+    .venv/bin/python benchmarks/hf_models_gpu.py prepare build/hf_gpu
+builds each architecture of ``tests/hf_corpus.py`` at a GPU size (d 256, 4 heads of 64,
+2 sequences of 128 tokens, the second padded), exports it in fp16, compiles it for
+``target="cuda", cuda_arch="sm_90"`` and saves the module, its inputs and the model's
+output in float32 on the CPU (PyTorch, the same weights). On the GPU machine:
+    python3 benchmarks/hf_models_gpu.py run build/hf_gpu OUT.md
+runs each module there on those inputs and prints (and writes) rel. error against the
+float32 reference, PyTorch's own fp16 error on the CPU for scale, and the attentions
+fused / lowered to generated kernels.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import fusion_compiler as fc  # noqa: E402
+
+# fp16 attention in fp16 kernels, against float32: the bound of the kernel tests
+BOUND = 3e-3
+GPU_SIZE = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4)
+SEQ = 128
+ARCHS = {  # architecture -> attention implementation (sdpa where transformers has it)
+    "gpt2": "sdpa",
+    "llama": "sdpa",
+    "mistral": "sdpa",
+    "qwen2": "sdpa",
+    "qwen3": "sdpa",
+    "gemma2": "eager",
+    "phi3": "sdpa",
+    "gpt_neox": "sdpa",
+    "opt": "sdpa",
+    "falcon": "sdpa",
+    "bert": "sdpa",
+    "roberta": "sdpa",
+    "distilbert": "sdpa",
+    "modernbert": "sdpa",
+    "vit": "sdpa",
+    "clip_text_model": "sdpa",
+}
+
+
+def _sized(name: str) -> dict:
+    import hf_corpus
+
+    config = dict(hf_corpus.ARCHS[name].config)
+    aliases = {  # the config names each architecture uses for GPU_SIZE's fields
+        "gpt2": dict(n_embd=256, n_head=4, n_positions=256),
+        "distilbert": dict(dim=256, n_heads=4, hidden_dim=512, max_position_embeddings=256),
+        "opt": dict(
+            hidden_size=256,
+            num_attention_heads=4,
+            ffn_dim=512,
+            word_embed_proj_dim=256,
+            max_position_embeddings=256,
+        ),
+    }
+    if name in aliases:
+        config.update(aliases[name])
+    else:
+        config.update(GPU_SIZE)
+        if "max_position_embeddings" in config:
+            config["max_position_embeddings"] = 256
+        if "head_dim" in config:
+            config["head_dim"] = 64
+        if name == "vit":
+            config.update(image_size=64, patch_size=8)
+    return config
+
+
+def _rel(got: torch.Tensor, want: torch.Tensor) -> float:
+    return ((got.double() - want.double()).norm() / want.double().norm()).item()
+
+
+def prepare(out: Path) -> None:
+    import hf_corpus
+
+    out.mkdir(parents=True, exist_ok=True)
+    index = {}
+    for name, impl in ARCHS.items():
+        arch = hf_corpus.ARCHS[name]
+        sized = hf_corpus.Arch(name, _sized(name), arch.kind, arch.attentions, arch.auto)
+        hf_corpus.ARCHS[name] = sized
+        model, inputs = hf_corpus.build(name, impl, seq=SEQ, image=64)
+        example = inputs()
+        with torch.no_grad():
+            want = model.float()(*example)
+        model = model.half()
+        half = tuple(x.half() if x.is_floating_point() else x for x in example)
+        with torch.no_grad():  # PyTorch's own fp16 error, for scale
+            torch_half = _rel(model(*half).float(), want)
+        start = time.perf_counter()
+        program = torch.export.export(model, half, strict=False)
+        module = fc.compile(program, target="cuda", cuda_arch="sm_90")
+        seconds = time.perf_counter() - start
+        kernels = sum("generated sm_90 kernel" in r.message for r in module.remarks)
+        module.save(out / f"{name}.vmfb")
+        torch.save({"inputs": half, "want": want}, out / f"{name}.pt")
+        index[name] = dict(
+            impl=impl,
+            expected=arch.attentions,
+            fused=module.stats["attention_ops"],
+            kernels=kernels,
+            softmax=module.stats["softmax_ops"],
+            compile_s=round(seconds, 1),
+            torch_fp16_error=torch_half,
+        )
+        print(name, index[name], flush=True)
+    (out / "index.json").write_text(json.dumps(index, indent=1))
+
+
+def run(folder: Path, report: Path) -> None:
+    index = json.loads((folder / "index.json").read_text())
+    rows = [
+        "| architecture | attention | attentions expected / fused / sm_90 kernels "
+        "| rel. error (ours fp16 vs f32) | PyTorch fp16 (CPU) vs f32 | max abs | pass |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    failures = 0
+    for name, facts in index.items():
+        data = torch.load(folder / f"{name}.pt")
+        run_ = fc.load(folder / f"{name}.vmfb", device="cuda")
+        args = tuple(x.cuda() for x in data["inputs"])
+        got = run_(*args).float().cpu()
+        want = data["want"]
+        finite = bool(torch.isfinite(got).all())
+        err = _rel(got, want)
+        # fp16 bounds: the kernel tests' 3e-3, or twice PyTorch's own fp16 error where the
+        # model in fp16 is further than that from f32 (Gemma's softcaps and embedding scale)
+        bound = max(BOUND, 2 * facts["torch_fp16_error"])
+        ok = (
+            finite
+            and err < bound
+            and facts["fused"] == facts["expected"] == facts["kernels"]
+            and facts["softmax"] == 0
+        )
+        failures += not ok
+        rows.append(
+            f"| {name} | {facts['impl']} | {facts['expected']} / {facts['fused']} / "
+            f"{facts['kernels']} | {err:.1e} | {facts['torch_fp16_error']:.1e} | "
+            f"{(got - want).abs().max().item():.1e} | "
+            f"{'yes' if ok else 'NO'} |"
+        )
+    table = "\n".join(rows)
+    print(table)
+    report.write_text(table + "\n")
+    print(f"{len(index) - failures} of {len(index)} pass")
+
+
+if __name__ == "__main__":
+    mode, *paths = sys.argv[1:]
+    if mode == "prepare":
+        prepare(Path(paths[0]))
+    else:
+        run(Path(paths[0]), Path(paths[1]))

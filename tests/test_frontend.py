@@ -1,0 +1,86 @@
+"""The front end takes exported programs as real models write them: each gap of IREE
+3.13's torch pipeline a model hit, compiled and equal to PyTorch; what still cannot be
+lowered is named alone, with its line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import rel_error
+
+import fusion_compiler as fc
+
+
+class NonPersistentBuffer(torch.nn.Module):
+    """RoPE's ``inv_freq``: a buffer the program keeps in ``constants``, not ``state_dict``."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("inv_freq", torch.rand(8), persistent=False)
+
+    def forward(self, x):
+        return x * self.inv_freq
+
+
+FORMS = {
+    "non-persistent-buffer": NonPersistentBuffer,
+    "and": lambda: _Fn(lambda x: ((x > 0) & (x < 0.5)).float() * x),
+    "or": lambda: _Fn(lambda x: ((x > 0.5) | (x < -0.5)).float() * x),
+    "xor": lambda: _Fn(lambda x: ((x > 0) ^ (x < 0.5)).float() * x),
+    "in-place-on-intermediate": lambda: _Fn(_in_place),
+    "tensor-literal": lambda: _Fn(lambda x: x + torch.tensor([1.0, 2.0, 3.0, 4.0, 5, 6, 7, 8])),
+    "empty-tensor-literal": lambda: _Fn(
+        lambda x: torch.cat([x, torch.tensor([]).reshape(3, 0)], 1)
+    ),
+    "diff": lambda: _Fn(lambda x: torch.diff(x, dim=-1)),
+    "mT": lambda: _Fn(lambda x: x.mT @ x),
+    "xlogy": lambda: _Fn(lambda x: torch.xlogy(x.abs(), x.abs() + 1)),
+}
+
+
+class _Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+def _in_place(x: torch.Tensor) -> torch.Tensor:
+    t = x * 2
+    t += x  # T5's relative buckets, Falcon's rotary
+    return t
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_form_compiles_and_matches_pytorch(form: str) -> None:
+    model = FORMS[form]().eval()
+    x = torch.randn(3, 8)
+    program = torch.export.export(model, (x,), strict=False)
+    run = fc.load(fc.compile(program))
+    fresh = torch.randn(3, 8)
+    assert rel_error(run(fresh), model(fresh)) < 1e-6
+    # the caller's program is left as it was: it still runs
+    assert rel_error(program.module()(fresh), model(fresh)) < 1e-6
+
+
+class _UsesIsFinite(torch.nn.Module):
+    def forward(self, x):
+        y = (x > 0) & (x < 1)  # decomposed, not reported
+        return torch.isfinite(x * y) + x  # UNLOWERABLE
+
+
+def test_unlowerable_op_is_reported_alone_with_its_line() -> None:
+    line = next(
+        i
+        for i, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+        if text.rstrip().endswith("# UNLOWERABLE")
+    )
+    with pytest.raises(fc.UnsupportedOpError) as info:
+        fc.compile(_UsesIsFinite(), example_args=(torch.randn(2, 8),))
+    ((name, location),) = info.value.ops
+    assert name == "torch.aten.isfinite"
+    assert location.split(":")[:2] == [str(Path(__file__)), str(line)]
