@@ -129,10 +129,12 @@ def functional(
             warnings.simplefilter("ignore", FutureWarning)  # torch's pytree, on deepcopy
             return program.run_decompositions(table)
     except Exception as exc:  # a graph torch itself cannot retrace: say which, and why
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise FusionCompilerError(
-            f"could not functionalise the exported program ({type(exc).__name__}): "
-            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}\n"
-            "Export it again with torch.export.export and pass the new program."
+            "could not functionalise the exported program: torch's run_decompositions "
+            f"raised {type(exc).__name__}: {first}\n"
+            "A module compiles without state: if the model updates its own buffers in place "
+            "(a static KV cache), pass that state as inputs and return its new value."
         ) from None
 
 

@@ -214,3 +214,40 @@ def build(
         return ids, padding_mask(arch.kind, seq)
 
     return model, inputs
+
+
+class DecodeStep(torch.nn.Module):
+    """One decoding step as transformers runs it: the new token against past keys and
+    values given as inputs (per layer), through the model's own ``DynamicCache``."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, *past: torch.Tensor):
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.model.config)
+        for layer in range(len(past) // 2):
+            cache.update(past[2 * layer], past[2 * layer + 1], layer)
+        out = self.model(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True)
+        return out.last_hidden_state
+
+
+def decode_step(name: str, past: int = 12) -> tuple[torch.nn.Module, Callable[[], tuple]]:
+    """A decoder's step over ``past`` cached positions (the second sequence left-padded)."""
+    model, _ = build(name, "sdpa")
+    config = model.model.config
+    heads = getattr(config, "num_key_value_heads", config.num_attention_heads)
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    step = DecodeStep(model.model).eval()
+
+    def inputs() -> tuple:
+        mask = torch.ones(BATCH, past + 1, dtype=torch.long)
+        mask[1, :PAD] = 0
+        cache = [
+            torch.randn(BATCH, heads, past, head_dim) for _ in range(2 * config.num_hidden_layers)
+        ]
+        return (torch.randint(2, VOCAB, (BATCH, 1)), mask, *cache)
+
+    return step, inputs

@@ -55,3 +55,14 @@ def test_dynamic_sequence_length_one_compile_three_lengths(name: str) -> None:
         with torch.no_grad():
             want = model(*fresh)
         assert rel_error(run(*fresh), want) < 1e-4, f"length {length}"
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen3", "gpt2"])
+def test_decode_step_with_past_keys_and_values_as_inputs(name: str) -> None:
+    step, inputs = hf_corpus.decode_step(name)
+    module = fc.compile(torch.export.export(step, inputs(), strict=False), target="cpu")
+    assert module.stats["attention_ops"] == hf_corpus.ARCHS[name].attentions, module.remarks
+    fresh = inputs()
+    with torch.no_grad():
+        want = step(*fresh)
+    assert rel_error(fc.load(module)(*fresh), want) < 1e-4
