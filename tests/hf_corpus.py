@@ -30,7 +30,7 @@ class Arch:
 
 
 # Special tokens inside the tiny vocabulary (the configs' defaults index a real one).
-TOKENS = dict(bos_token_id=0, eos_token_id=1, pad_token_id=1)
+TOKENS = dict(bos_token_id=0, eos_token_id=1, pad_token_id=1, cls_token_id=0, sep_token_id=1)
 
 
 def _decoder(**extra) -> dict:
