@@ -8,6 +8,9 @@ and FlashAttention do (softmax written out gives NaN there).
 
 from __future__ import annotations
 
+import shutil
+
+import iree.runtime as rt
 import pytest
 import torch
 import torch.nn.functional as F
@@ -15,7 +18,28 @@ from conftest import rel_error
 
 import fusion_compiler as fc
 
-B, H, N, D, PAD = 2, 2, 40, 16, 7
+B, H, N, D, PAD = 2, 2, 40, 64, 7
+
+
+def _vulkan() -> bool:
+    try:
+        found = bool(rt.get_driver("vulkan").query_available_devices())
+    except Exception:  # no loader, no driver: no device
+        return False
+    return found and shutil.which("glslangValidator") is not None
+
+
+# (target, attention): each lowering of a fused attention; Vulkan's generated kernel where
+# glslangValidator and a Vulkan device (llvmpipe on a CPU machine) are present
+LOWERINGS = [
+    ("cpu", "auto"),
+    ("cpu", "iree"),
+    ("cpu", "online-softmax"),
+    pytest.param(
+        ("vulkan", "auto"),
+        marks=pytest.mark.skipif(not _vulkan(), reason="no glslangValidator or Vulkan device"),
+    ),
+]
 
 
 def _padding_and_causal() -> torch.Tensor:
@@ -50,15 +74,16 @@ class Sdpa(torch.nn.Module):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
-@pytest.fixture(params=["auto", "iree", "online-softmax"])
-def attention(request: pytest.FixtureRequest) -> str:
+@pytest.fixture(params=LOWERINGS, ids=lambda p: "-".join(p))
+def lowering(request: pytest.FixtureRequest) -> tuple[str, str]:
     return request.param
 
 
-def _run(model: torch.nn.Module, attention: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _run(model: torch.nn.Module, lowering: tuple[str, str]) -> tuple[torch.Tensor, torch.Tensor]:
+    target, attention = lowering
     keep = _padding_and_causal()
     example = tuple(torch.randn(B, H, N, D) for _ in range(3)) + (keep,)
-    module = fc.compile(model, example_args=example, attention=attention)
+    module = fc.compile(model, example_args=example, target=target, attention=attention)
     assert module.stats["attention_ops"] == 1, module.remarks
     assert module.stats["softmax_ops"] == 0
     fresh = tuple(torch.randn(B, H, N, D) for _ in range(3)) + (keep,)
@@ -67,7 +92,8 @@ def _run(model: torch.nn.Module, attention: str) -> tuple[torch.Tensor, torch.Te
     # the float64 softmax of the scores
     with torch.no_grad():
         want = model(*fresh)
-    return fc.load(module)(*fresh), want
+    device = "vulkan" if target == "vulkan" else "local-task"
+    return fc.load(module, device=device)(*fresh), want
 
 
 # On a row of nothing but -1e4 fills the logits keep about 3 digits in f32 (ulp(1e4) is
@@ -77,14 +103,14 @@ FILLS = [(torch.finfo(torch.float32).min, 1e-4), (-1e9, 1e-4), (-1e4, 1e-3)]
 
 
 @pytest.mark.parametrize(("fill", "bound"), FILLS, ids=["finfo.min", "-1e9", "-1e4"])
-def test_finite_fill_matches_pytorch_on_rows_with_no_allowed_key(fill, bound, attention) -> None:
-    got, want = _run(Eager(fill), attention)
+def test_finite_fill_matches_pytorch_on_rows_with_no_allowed_key(fill, bound, lowering) -> None:
+    got, want = _run(Eager(fill), lowering)
     assert torch.isfinite(want).all()
     assert rel_error(got, want) < bound
 
 
 @pytest.mark.parametrize("boolean", [True, False], ids=["bool", "minus-inf"])
-def test_rows_with_every_key_minus_inf_give_zero(boolean, attention) -> None:
-    got, want = _run(Sdpa(boolean), attention)
+def test_rows_with_every_key_minus_inf_give_zero(boolean, lowering) -> None:
+    got, want = _run(Sdpa(boolean), lowering)
     assert (want[1, :, :PAD] == 0).all()  # PyTorch's own answer there
     assert rel_error(got, want) < 1e-4

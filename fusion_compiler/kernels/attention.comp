@@ -150,7 +150,11 @@ void main() {
         visible = visible && int(key) <= int(row) + CAUSAL_OFFSET;
       }
       if (HAS_MASK && visible) {
-        x += to_float(mask_buffer[m_offset(batch, row, key)]) * LOG2E;
+        // a finite fill (finfo.min) overflows to -inf once scaled: kept finite at
+        // -FLT_MAX/2, so a row of nothing but fills gets PyTorch's equal weights
+        float bias = to_float(mask_buffer[m_offset(batch, row, key)]);
+        float shift = bias * LOG2E;
+        x += isinf(bias) ? shift : max(shift, -1.7014117e38);
       }
       s[j] = visible ? x : uintBitsToFloat(0xff800000u);  // -inf
       m_new = max(m_new, s[j]);
@@ -171,7 +175,7 @@ void main() {
   }
   if (live) {
     for (uint c = 0; c < DV4; ++c) {
-      vec4 o = acc[c] / l_i;
+      vec4 o = l_i > 0.0 ? acc[c] / l_i : vec4(0.0);  // 0 on a row with no key, as SDPA
       uint d = c * 4u;
       out_buffer[o_offset(batch, row, d)] = to_out(o.x);
       if (d + 1u < DV) out_buffer[o_offset(batch, row, d + 1u)] = to_out(o.y);
