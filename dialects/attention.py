@@ -164,12 +164,18 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
 def _mask(found: Attention) -> ir.Value:
     """``f(0)``: the score ops replayed on zeros, collapsed back to the (B, M, K2) space.
 
-    It keeps the element type the model computed it in: a bias added in f32 to upcast
-    bf16 scores (ALiBi reaches hundreds) loses whole units if rounded to bf16.
+    It keeps the element type the model added it in: a bias added in f32 to upcast
+    bf16 scores (ALiBi reaches hundreds) loses whole units if rounded to bf16, and a
+    fill added in fp16 before the scores are upcast for softmax stays fp16 (the casts
+    after the last addition are not replayed), so the lowerings know the type whose
+    lowest value swamps the score (``finfo(f16).min``: PyTorch's sum is the fill).
     """
     value = zeros(found.qk.results[0])
     collapse_to = None
-    for op, index in zip(found.score_ops, found.score_inputs, strict=True):
+    ops = list(zip(found.score_ops, found.score_inputs, strict=True))
+    while ops and _is_upcast(ops[-1][0]):
+        ops.pop()
+    for op, index in ops:
         clone = op.clone()
         clone.operands[index] = value
         value = clone.results[0]
@@ -182,6 +188,14 @@ def _mask(found: Attention) -> ir.Value:
         # the expand's output_shape names the sizes: collapsing needs no dynamic operands
         value = dialects.tensor.CollapseShapeOp(result, value, collapse_to).result
     return value
+
+
+def _is_upcast(op: ir.Operation) -> bool:
+    """A generic that only extends its one float input (``arith.extf``)."""
+    if op.name != "linalg.generic" or len(op.operands) != 2:
+        return False
+    body = list(op.regions[0].blocks[0].operations)
+    return len(body) == 2 and body[0].name == "arith.extf"
 
 
 def _maps(has_mask: bool) -> ir.ArrayAttr:

@@ -169,17 +169,31 @@ def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Valu
     return outer.results[0]
 
 
-def _masked(x: ir.Value, mask: ir.Value) -> ir.Value:
-    """x + log2(e)·mask, kept finite where the mask is.
+# Half the lowest finite value of each mask type: a fill this low swamps any score it is
+# added to in that type (the sum rounds to the fill), so PyTorch, adding in the mask's
+# type, sees the fill alone. Rows of nothing but such fills get equal weights.
+_SATURATES = {"f16": -32752.0, "bf16": -1.6947e38, "f32": -1.7014117e38}
 
-    A finite fill as low as ``finfo(f32).min`` overflows to -inf once scaled into the
-    exp2 domain; PyTorch's softmax sees it finite (a row of nothing but such fills gets
-    equal weights). Clamped at the lowest finite f32, the row max of such a row is that
-    value and each key gets exp2(0): the same equal weights. A -inf mask stays -inf."""
-    shifted = _add(x, _mul(mask, _f(LOG2E)))
-    floored = dialects.arith.MaximumFOp(shifted, _f(_LOWEST)).result
+
+def _masked(x: ir.Value, mask: ir.Value) -> ir.Value:
+    """x + log2(e)·mask as PyTorch's softmax sees it, in the exp2 domain.
+
+    A fill at the bottom of the mask's type (``finfo(dtype).min``) swamps the score it is
+    added to (fp16: ``s + -65504`` rounds to -65504), so there the logit is the fill
+    alone; it is clamped at the lowest finite f32 (``finfo(f32).min`` overflows once
+    scaled), so a row of nothing but such fills gets equal weights. -inf stays -inf."""
+    saturates = _SATURATES.get(str(mask.type))
+    mask = to_f32(mask)
+    shift = _mul(mask, _f(LOG2E))
+    value = _add(x, shift)
+    if saturates is not None:
+        swamped = dialects.arith.CmpFOp(
+            dialects.arith.CmpFPredicate.OLE, mask, _f(saturates)
+        ).result
+        value = dialects.arith.SelectOp(swamped, shift, value).result
+    floored = dialects.arith.MaximumFOp(value, _f(_LOWEST)).result
     minus_inf = dialects.arith.CmpFOp(dialects.arith.CmpFPredicate.OEQ, mask, _f(-math.inf)).result
-    return dialects.arith.SelectOp(minus_inf, shifted, floored).result
+    return dialects.arith.SelectOp(minus_inf, value, floored).result
 
 
 def _normalised(acc: ir.Value, total: ir.Value) -> ir.Value:
@@ -230,7 +244,7 @@ def _block_step(
         if not has_plain_region(op):
             x = inline_region(op, x)  # IREE's region semantics: base 2 in, base 2 out
         if rest[:-1]:
-            x = _masked(x, to_f32(rest[0]))
+            x = _masked(x, rest[0])
         return x
 
     inputs = [s] + ([mask_ij] if mask_ij is not None else [])

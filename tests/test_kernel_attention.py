@@ -408,6 +408,39 @@ def test_rows_with_every_key_masked_give_zero() -> None:
     assert rel_error(got[1:], want) < BOUND[F16]
 
 
+class _HalfFillPadding(torch.nn.Module):
+    """transformers' eager fp16 attention: ``finfo(f16).min`` added to the fp16 scores where
+    a key is padding, softmax upcast to f32."""
+
+    def forward(self, q, k, v, keep):
+        s = (q @ k.transpose(-2, -1)) * 0.25
+        fill = torch.zeros_like(s).masked_fill(~keep[:, None, None, :], torch.finfo(s.dtype).min)
+        return torch.softmax(s + fill, dim=-1, dtype=torch.float32).to(q.dtype) @ v
+
+
+def test_fp16_fill_rows_with_no_key_get_pytorchs_equal_weights() -> None:
+    """``s + finfo(f16).min`` rounds to the fill in fp16: a sequence with no key gets
+    equal weights in PyTorch, and so in the kernel (the fill swamps the score)."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, n, 16).to(F16) for n in (19, 23, 23))
+    keep = torch.ones(2, 23, dtype=torch.bool)
+    keep[0] = False
+    keep[1, 20:] = False
+    model = _HalfFillPadding()
+    fused = fc.compile(
+        model, example_args=(q, k, v, keep), target="cuda", cuda_arch="sm_90", compile_to="fused"
+    )
+    spec, shapes = _dispatch_inputs(fused)
+    masks = [keep if spec.mask_expr else None]
+    got = run_interpreted(
+        spec, q.reshape(4, 19, 16), k.reshape(4, 23, 16), v.reshape(4, 23, 16), mask=masks
+    ).reshape(2, 2, 19, 16)
+    with torch.no_grad():
+        want = model(q.double(), k.double(), v.double(), keep)
+    want[0] = v[0].double().mean(dim=1, keepdim=True)  # PyTorch fp16: equal weights
+    assert rel_error(got, want) < BOUND[F16]
+
+
 def test_kernel_path_without_triton_says_what_to_install(tmp_path) -> None:
     """On a machine without Triton, sm_90 compilation fails with the fix, not an ImportError."""
     script = tmp_path / "no_triton.py"

@@ -347,14 +347,23 @@ def _key_block(
     if HAS_MASK:
         inside = (rows[:, None] < n_q) & (keys[None, :] < n_k)
         bias = tl.load(Mask + _m_offsets(batch, rows[:, None], keys[None, :], n_q, n_k), mask=inside, other=0.0)  # noqa: E501 - generated: mask
+        # a fill at the bottom of the mask's type (finfo.min) swamps the score it is added
+        # to (fp16: s + -65504 rounds to -65504): the logit is the fill alone, kept finite
+        # at -FLT_MAX/2 (finfo(f32).min overflows once scaled), so a row of nothing but
+        # fills gets PyTorch's equal weights; -inf stays -inf
+        if bias.dtype == tl.float16:
+            swamps = -32752.0
+        elif bias.dtype == tl.bfloat16:
+            swamps = -1.6947e38
+        else:
+            swamps = -1.7014117e38
         bias = bias.to(tl.float32)
         if LATE_SCALE:
             shift = bias * (1.4426950408889634 / QK_SCALE)
         else:
             shift = bias * 1.4426950408889634
-        # a finite fill (finfo.min) overflows to -inf once scaled: kept finite at -FLT_MAX/2,
-        # a row of nothing but fills then gets PyTorch's equal weights; -inf stays -inf
-        x += tl.where(bias == -float("inf"), shift, tl.maximum(shift, -1.7014117331926443e38))
+        shift = tl.where(bias == -float("inf"), shift, tl.maximum(shift, -1.7014117331926443e38))
+        x = tl.where(bias <= swamps, shift, x + shift)
     # a run-time test, though false in a first loop of two: measured 4-6% faster
     # on the H200, as Triton then waits for K before the first dot and for V only
     # before the second (a compile-time test gets one wait for both)

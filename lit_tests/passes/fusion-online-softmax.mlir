@@ -56,9 +56,10 @@ func.func @plain(%q: tensor<4x100x16xf16>, %k: tensor<4x120x16xf16>, %v: tensor<
 // -----
 
 // A mask is read one (32, 64) block at a time; K stored transposed (batch, k1, k2);
-// the score region (a softcap) is inlined into the block's logits. The masked logit is
-// clamped at the lowest f32 unless the mask is -inf, so finfo.min stays finite in the
-// exp2 domain.
+// the score region (a softcap) is inlined into the block's logits. A fill at the bottom
+// of the mask's type swamps the score (the logit is the fill alone), and the masked
+// logit is clamped at the lowest f32 unless the mask is -inf, so finfo.min stays finite
+// in the exp2 domain.
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
 #kt = affine_map<(d0, d1, d2, d3, d4) -> (d0, d3, d4)>
 #v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
@@ -93,9 +94,11 @@ func.func @masked(%q: tensor<4x100x16xf32>, %kt: tensor<4x16x120xf32>, %v: tenso
 // CHECK: ^bb0(%{{.+}}: f32, %[[M:.+]]: f32, %{{.+}}: f32):
 // CHECK: math.tanh
 // CHECK: %[[SHIFTED:.+]] = arith.addf
-// CHECK: %[[FLOORED:.+]] = arith.maximumf %[[SHIFTED]], %{{.+}} : f32
+// CHECK: %[[SWAMPED:.+]] = arith.cmpf ole, %[[M]], %{{.+}} : f32
+// CHECK: %[[VALUE:.+]] = arith.select %[[SWAMPED]], %{{.+}}, %[[SHIFTED]] : f32
+// CHECK: %[[FLOORED:.+]] = arith.maximumf %[[VALUE]], %{{.+}} : f32
 // CHECK: %[[NINF:.+]] = arith.cmpf oeq, %[[M]], %{{.+}} : f32
-// CHECK: arith.select %[[NINF]], %[[SHIFTED]], %[[FLOORED]] : f32
+// CHECK: arith.select %[[NINF]], %[[VALUE]], %[[FLOORED]] : f32
 // CHECK: math.exp2
 
 // -----
