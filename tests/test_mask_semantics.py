@@ -114,3 +114,26 @@ def test_rows_with_every_key_minus_inf_give_zero(boolean, lowering) -> None:
     got, want = _run(Sdpa(boolean), lowering)
     assert (want[1, :, :PAD] == 0).all()  # PyTorch's own answer there
     assert rel_error(got, want) < 1e-4
+
+
+class HalfFill(torch.nn.Module):
+    """transformers' eager fp16 attention: ``finfo(f16).min`` added to the fp16 scores,
+    softmax upcast to f32 (Gemma 2, and every eager model run in fp16)."""
+
+    def forward(self, q, k, v, keep):
+        s = q @ k.transpose(-1, -2) / D**0.5
+        fill = torch.zeros_like(s).masked_fill(~keep, torch.finfo(s.dtype).min)
+        return torch.softmax(s + fill, dim=-1, dtype=torch.float32).to(q.dtype) @ v
+
+
+@pytest.mark.parametrize("attention", ["auto", "online-softmax"])
+def test_fp16_fill_swamps_the_score_as_in_pytorch(attention: str) -> None:
+    """In fp16, ``s + finfo(f16).min`` rounds to the fill: a row with no key gets equal
+    weights in PyTorch. The fused attention adds in f32, so it must drop the score there."""
+    keep = _padding_and_causal()
+    example = tuple(torch.randn(B, H, N, D).half() for _ in range(3)) + (keep,)
+    module = fc.compile(HalfFill(), example_args=example, attention=attention)
+    assert module.stats["attention_ops"] == 1, module.remarks
+    fresh = tuple(torch.randn(B, H, N, D).half() for _ in range(3)) + (keep,)
+    want = HalfFill()(*fresh)
+    assert rel_error(fc.load(module)(*fresh), want) < 3e-3
