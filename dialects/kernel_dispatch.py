@@ -11,6 +11,7 @@ executable for that target and dispatches it like its own.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 
 from fusion_compiler.dialects import causal, flash, kernel_mask, linalg
@@ -264,6 +265,38 @@ def operand_views(op: ir.Operation, form: flash.Layout, group: int, mask: str | 
     return [q_base, k_base, v_base, *mask_inputs], [q_view, k_view, v_view, m_view]
 
 
+# Half the lowest finite value of each mask type: a fill this low swamps any score added
+# to it in that type (PyTorch's sum is the fill).
+SWAMPS = {"f16": -32752.0, "bf16": -1.6947e38, "f32": -1.7014117e38}
+
+
+def swamping_fill(mask: ir.Value, depth: int = 16) -> float | None:
+    """SWAMPS of the mask's type if a constant among the mask's producers is at or below
+    it (transformers' ``finfo(dtype).min``), else None. A mask read from an input is
+    assumed to hold none."""
+    threshold = SWAMPS.get(str(ir.RankedTensorType(mask.type).element_type))
+    if threshold is None:
+        return None
+    seen: set = set()
+
+    def constants(value: ir.Value, depth: int) -> list[float]:
+        op = linalg.producer(value)
+        if op is None or depth == 0 or op in seen:
+            return []
+        seen.add(op)
+        found = [linalg.constant_value(value)]
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    found += [linalg.constant_value(r) for r in inner.results]
+        for operand in op.operands:
+            found += [linalg.constant_value(operand)] + constants(operand, depth - 1)
+        return [c for c in found if isinstance(c, float)]
+
+    fills = constants(mask, depth)
+    return threshold if any(-math.inf < c <= threshold for c in fills) else None
+
+
 def _mask_plan(op: ir.Operation, form: flash.Layout) -> str | MaskCode | None:
     """None: no mask, or purely causal (the kernel masks by index); a MaskCode: the
     mask computed in the kernel from its producers; "read": read the materialised mask."""
@@ -345,6 +378,7 @@ def plan_kernel(
         kv_group=group,
         mask_expr=mask.expr if isinstance(mask, MaskCode) else None,
         mask_inputs=tuple(mask.types) if isinstance(mask, MaskCode) else (),
+        mask_swamps=swamping_fill(op.operands[4]) if mask is not None else None,
         target=target,
         **tiles,
     )

@@ -307,9 +307,6 @@ def _binary(a: Term, symbol: str, b: Term) -> Term:
     return f"({_text(a)} {symbol} {_text(b)})"
 
 
-_NARROW = {"f16": "tl.float16", "bf16": "tl.bfloat16"}
-
-
 def mask_code(mask: ir.Value) -> MaskCode | str:
     """The mask (batch, n_q, n_k) as an expression of the kernel's ``batch``, ``rows``,
     ``keys``, ``inside``; or why it cannot be."""
@@ -321,11 +318,6 @@ def mask_code(mask: ir.Value) -> MaskCode | str:
     if len(translator.code.inputs) > 4:
         return "more than 4 tensors feed the mask"
     translator.code.expr = _text(expr)
-    # in the mask's own type, so the kernel knows which fill swamps the score (fp16:
-    # finfo.min); the kernel adds it in f32
-    narrow = _NARROW.get(str(ir.RankedTensorType(mask.type).element_type))
-    if narrow is not None:
-        translator.code.expr = f"({translator.code.expr}).to({narrow})"
     return translator.code
 
 

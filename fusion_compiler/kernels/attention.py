@@ -139,6 +139,10 @@ class Spec:
     # inputs L0, L1, ... (their pointer types in ``mask_inputs``), instead of read
     mask_expr: str | None = None
     mask_inputs: tuple[str, ...] = ()
+    # mask values at or below this swamp the score they are added to in the mask's type
+    # (fp16: finfo.min): the logit is then the fill alone, as in PyTorch; None: the mask
+    # holds no such fill (the kernel then skips the test)
+    mask_swamps: float | None = None
     target: str = "cuda"  # "cuda" (a Triton kernel for sm_{arch}) or "vulkan" (SPIR-V)
     # split-KV: programs sharing each row block's keys, their results merged by a second
     # kernel (``combine``) from a float32 buffer of ``partial_elements``; static n_q only
@@ -271,7 +275,14 @@ class Spec:
             "DV_PAD": padded(self.dv),
             "CAUSAL": self.causal_offset is not None,
             "CAUSAL_OFFSET": self.causal_offset or 0,
-            "HAS_MASK": self.mask_dtype is not None or self.mask_expr is not None,
+            # 0: no mask; 1: an additive mask; below 0: one whose values at or below
+            # this swamp the score (H200, a padding mask at N2048 D128: the test costs
+            # 1.85x the kernel time, so only masks that can hold such a fill pay it)
+            "HAS_MASK": (
+                0
+                if self.mask_dtype is None and self.mask_expr is None
+                else (1 if self.mask_swamps is None else self.mask_swamps)
+            ),
             "KV_GROUP": self.kv_group,
             "BLOCK_M": self.block_m,
             "BLOCK_N": self.block_n,

@@ -79,7 +79,7 @@ def attention(
     DV_PAD: tl.constexpr,
     CAUSAL: tl.constexpr,
     CAUSAL_OFFSET: tl.constexpr,  # keys > row + offset are masked
-    HAS_MASK: tl.constexpr,  # an additive mask (batch, N_Q, N_K), read or computed
+    HAS_MASK: tl.constexpr,  # an additive mask (batch, N_Q, N_K), read or computed; see Spec
     KV_GROUP: tl.constexpr,  # query heads per K/V head: K and V hold batch // KV_GROUP
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -344,26 +344,24 @@ def _key_block(
     if not LATE_SCALE:
         x = x * QK_SCALE
     x = x  # generated: the score region, on base-2 logits
-    if HAS_MASK:
+    if HAS_MASK != 0:
         inside = (rows[:, None] < n_q) & (keys[None, :] < n_k)
         bias = tl.load(Mask + _m_offsets(batch, rows[:, None], keys[None, :], n_q, n_k), mask=inside, other=0.0)  # noqa: E501 - generated: mask
-        # a fill at the bottom of the mask's type (finfo.min) swamps the score it is added
-        # to (fp16: s + -65504 rounds to -65504): the logit is the fill alone, kept finite
-        # at -FLT_MAX/2 (finfo(f32).min overflows once scaled), so a row of nothing but
-        # fills gets PyTorch's equal weights; -inf stays -inf
-        if bias.dtype == tl.float16:
-            swamps = -32752.0
-        elif bias.dtype == tl.bfloat16:
-            swamps = -1.6947e38
-        else:
-            swamps = -1.7014117e38
         bias = bias.to(tl.float32)
         if LATE_SCALE:
             shift = bias * (1.4426950408889634 / QK_SCALE)
         else:
             shift = bias * 1.4426950408889634
-        shift = tl.where(bias == -float("inf"), shift, tl.maximum(shift, -1.7014117331926443e38))
-        x = tl.where(bias <= swamps, shift, x + shift)
+        if HAS_MASK == 1:
+            x += shift
+        else:
+            # a fill at or below HAS_MASK (finfo.min of the mask's type) swamps the score
+            # it is added to (fp16: s + -65504 rounds to -65504): the logit is the fill
+            # alone, kept finite at -FLT_MAX/2 (finfo(f32).min overflows once scaled), so
+            # a row of nothing but fills gets PyTorch's equal weights; -inf stays -inf
+            if HAS_MASK < -1e30:  # f32 and bf16 fills; an fp16 one stays finite scaled
+                shift = tl.where(bias == -float("inf"), shift, tl.maximum(shift, -1.7014117e38))
+            x = tl.where(bias <= HAS_MASK, shift, x + shift)
     # a run-time test, though false in a first loop of two: measured 4-6% faster
     # on the H200, as Triton then waits for K before the first dot and for V only
     # before the second (a compile-time test gets one wait for both)
