@@ -270,31 +270,32 @@ def operand_views(op: ir.Operation, form: flash.Layout, group: int, mask: str | 
 SWAMPS = {"f16": -32752.0, "bf16": -1.6947e38, "f32": -1.7014117e38}
 
 
-def swamping_fill(mask: ir.Value, depth: int = 16) -> float | None:
-    """SWAMPS of the mask's type if a constant among the mask's producers is at or below
-    it (transformers' ``finfo(dtype).min``), else None. A mask read from an input is
-    assumed to hold none."""
+def swamping_fill(mask: ir.Value, depth: int = 32) -> float | None:
+    """SWAMPS of the mask's type if a constant among the mask's producers (up to
+    ``depth`` ops up) is at or below it (transformers' ``finfo(dtype).min``), else None.
+    A mask read from an input is assumed to hold none."""
     threshold = SWAMPS.get(str(ir.RankedTensorType(mask.type).element_type))
     if threshold is None:
         return None
-    seen: set = set()
+    fills: list[float] = []
+    left: dict = {}  # op -> the most depth left it was visited with
 
-    def constants(value: ir.Value, depth: int) -> list[float]:
+    def visit(value: ir.Value, depth: int) -> None:
+        fills.append(linalg.constant_value(value))
         op = linalg.producer(value)
-        if op is None or depth == 0 or op in seen:
-            return []
-        seen.add(op)
-        found = [linalg.constant_value(value)]
+        if op is None or depth == 0 or left.get(op, -1) >= depth:
+            return
+        left[op] = depth
         for region in op.regions:
             for block in region.blocks:
                 for inner in block.operations:
-                    found += [linalg.constant_value(r) for r in inner.results]
+                    fills.extend(linalg.constant_value(r) for r in inner.results)
         for operand in op.operands:
-            found += [linalg.constant_value(operand)] + constants(operand, depth - 1)
-        return [c for c in found if isinstance(c, float)]
+            visit(operand, depth - 1)
 
-    fills = constants(mask, depth)
-    return threshold if any(-math.inf < c <= threshold for c in fills) else None
+    visit(mask, depth)
+    swamped = any(isinstance(c, float) and -math.inf < c <= threshold for c in fills)
+    return threshold if swamped else None
 
 
 def _mask_plan(op: ir.Operation, form: flash.Layout) -> str | MaskCode | None:
