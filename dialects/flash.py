@@ -172,7 +172,7 @@ def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Valu
 # Half the lowest finite value of each mask type: a fill this low swamps any score it is
 # added to in that type (the sum rounds to the fill), so PyTorch, adding in the mask's
 # type, sees the fill alone. Rows of nothing but such fills get equal weights.
-_SATURATES = {"f16": -32752.0, "bf16": -1.6947e38, "f32": -1.7014117e38}
+SWAMPS = {"f16": -32752.0, "bf16": -1.6947e38, "f32": -1.7014117e38}
 
 
 def _masked(x: ir.Value, mask: ir.Value) -> ir.Value:
@@ -182,7 +182,7 @@ def _masked(x: ir.Value, mask: ir.Value) -> ir.Value:
     added to (fp16: ``s + -65504`` rounds to -65504), so there the logit is the fill
     alone; it is clamped at the lowest finite f32 (``finfo(f32).min`` overflows once
     scaled), so a row of nothing but such fills gets equal weights. -inf stays -inf."""
-    saturates = _SATURATES.get(str(mask.type))
+    saturates = SWAMPS.get(str(mask.type))
     mask = to_f32(mask)
     shift = _mul(mask, _f(LOG2E))
     value = _add(x, shift)

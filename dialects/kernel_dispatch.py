@@ -265,16 +265,11 @@ def operand_views(op: ir.Operation, form: flash.Layout, group: int, mask: str | 
     return [q_base, k_base, v_base, *mask_inputs], [q_view, k_view, v_view, m_view]
 
 
-# Half the lowest finite value of each mask type: a fill this low swamps any score added
-# to it in that type (PyTorch's sum is the fill).
-SWAMPS = {"f16": -32752.0, "bf16": -1.6947e38, "f32": -1.7014117e38}
-
-
 def swamping_fill(mask: ir.Value, depth: int = 32) -> float | None:
-    """SWAMPS of the mask's type if a constant among the mask's producers (up to
+    """``flash.SWAMPS`` of the mask's type if a constant among the mask's producers (up to
     ``depth`` ops up) is at or below it (transformers' ``finfo(dtype).min``), else None.
     A mask read from an input is assumed to hold none."""
-    threshold = SWAMPS.get(str(ir.RankedTensorType(mask.type).element_type))
+    threshold = flash.SWAMPS.get(str(ir.RankedTensorType(mask.type).element_type))
     if threshold is None:
         return None
     fills: list[float] = []

@@ -37,6 +37,21 @@ def _decoder(**extra) -> dict:
     return {**SMALL, **TOKENS, "vocab_size": VOCAB, "max_position_embeddings": 64, **extra}
 
 
+def _encoder_decoder(**extra) -> dict:
+    """BART-style configs (BART, Whisper): 2 + 2 layers, 4 heads, d 64."""
+    return dict(
+        d_model=64,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        vocab_size=VOCAB,
+        **extra,
+    )
+
+
 ARCHS: dict[str, Arch] = {
     a.model_type: a
     for a in [
@@ -105,17 +120,7 @@ ARCHS: dict[str, Arch] = {
         ),
         Arch(
             "bart",
-            dict(
-                d_model=64,
-                encoder_layers=2,
-                decoder_layers=2,
-                encoder_attention_heads=4,
-                decoder_attention_heads=4,
-                encoder_ffn_dim=128,
-                decoder_ffn_dim=128,
-                vocab_size=VOCAB,
-                max_position_embeddings=64,
-            ),
+            _encoder_decoder(max_position_embeddings=64),
             kind="seq2seq",
             attentions=6,
         ),
@@ -131,15 +136,7 @@ ARCHS: dict[str, Arch] = {
         ),
         Arch(
             "whisper",
-            dict(
-                d_model=64,
-                encoder_layers=2,
-                decoder_layers=2,
-                encoder_attention_heads=4,
-                decoder_attention_heads=4,
-                encoder_ffn_dim=128,
-                decoder_ffn_dim=128,
-                vocab_size=VOCAB,
+            _encoder_decoder(
                 num_mel_bins=16,
                 max_source_positions=16,
                 max_target_positions=32,
