@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fusion_compiler.dialects import causal
+from fusion_compiler.dialects import causal, linalg
 from fusion_compiler.dialects.builders import (
     Size,
     affine_map,
@@ -111,6 +111,25 @@ def _mul(a: ir.Value, b: ir.Value) -> ir.Value:
     return dialects.arith.MulFOp(a, b).result
 
 
+def _is_broadcast(value: ir.Value) -> bool:
+    """``value`` (through reshapes) copies a tensor of fewer dims to every index of the
+    missing ones: a linalg.generic yielding its one input read by a map that drops dims."""
+    op, _ = linalg.producer_and_reshapes(value)
+    if not linalg.is_generic(op) or linalg.num_inputs(op) != 1 or linalg.payload(op):
+        return False
+    in_map = linalg.indexing_maps(op)[0]
+    block = op.regions[0].blocks[0]
+    return len(in_map.results) < in_map.n_dims and linalg._yields(op, block.arguments[0])
+
+
+def _materialized(value: ir.Value) -> ir.Value:
+    """``value`` behind a ``util.optimization_barrier``, so IREE computes it once into a
+    buffer instead of fusing its producer into the loop's dispatches."""
+    return ir.Operation.create(
+        "util.optimization_barrier", results=[value.type], operands=[value]
+    ).result
+
+
 def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Value:
     """Inserts the loop nest before ``op``; returns the value replacing its result."""
     q, k, v, scale = list(op.operands)[:4]
@@ -118,6 +137,12 @@ def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Valu
     out_init = op.operands[-1]
     out_type = ir.RankedTensorType(op.results[0].type)
     with ir.InsertionPoint(op), op.location:
+        # Measured: when K and V both reach the loop as broadcasts of one KV head (MQA,
+        # batch 1), IREE 3.13 fuses both into the loop's dispatches and llvm-cpu computes
+        # garbage once the keys exceed 256 rows (uninitialised reads, changing per run);
+        # one of them computed into a buffer first gives the right answer.
+        if _is_broadcast(k) and _is_broadcast(v):
+            v = _materialized(v)
         batch, rows, depth = (size_of(q, i) for i in range(3))
         keys = size_of(k, 2 if form.k_transposed else 1)
         width = size_of(v, 2)

@@ -65,10 +65,12 @@ DEFAULT_PIPELINES: dict[str, tuple[str, ...]] = {
 
 # attention="online-softmax": our FlashAttention-2 loop nest instead of IREE's op, on
 # every target (it needs none of IREE's attention code generation).
+# What the rewrite leaves to IREE's op (dynamic shapes) needs the same head-dim guard.
 ONLINE_SOFTMAX_PIPELINE: tuple[str, ...] = (
     *_DETECT,
     "fusion-online-softmax",
     _GUARD,
+    _SAFE_HEAD_DIM,
     "fusion-find-softmax",
 )
 ATTENTION_MODES = ("auto", "iree", "online-softmax")

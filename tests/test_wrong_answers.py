@@ -1,0 +1,64 @@
+"""Inputs that once gave a wrong answer without an error, each against PyTorch.
+
+Each test names the defect it guards: the shape or spelling that went wrong, on the
+lowering where it did.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import rel_error
+from torch.export import Dim, export
+
+import fusion_compiler as fc
+
+
+class OneKVHead(torch.nn.Module):
+    """Multi-query attention: one K/V head shared by every query head."""
+
+    def __init__(self, spelling: str):
+        super().__init__()
+        self.spelling = spelling
+
+    def forward(self, q, k, v):
+        heads = q.shape[1]
+        if self.spelling == "expand":
+            k, v = k.expand(-1, heads, -1, -1), v.expand(-1, heads, -1, -1)
+        elif self.spelling == "repeat_interleave":
+            k, v = k.repeat_interleave(heads, dim=1), v.repeat_interleave(heads, dim=1)
+        elif self.spelling == "matmul-broadcast":
+            scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+            return torch.softmax(scores, dim=-1) @ v
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+# Batch 1 and more keys than one 256-row block: both broadcasts were fused into the loop's
+# dispatches and llvm-cpu read uninitialised memory (rel. error 1 to 1e38, NaN).
+@pytest.mark.parametrize("spelling", ["expand", "repeat_interleave", "matmul-broadcast"])
+@pytest.mark.parametrize("n", [300, 257])
+def test_multi_query_batch_one_past_one_block(spelling: str, n: int) -> None:
+    q = torch.randn(1, 4, n, 32)
+    k, v = torch.randn(1, 1, n, 32), torch.randn(1, 1, n, 32)
+    model = OneKVHead(spelling)
+    run = fc.load(fc.compile(model, (q, k, v), target="cpu"))
+    q, k, v = torch.randn_like(q), torch.randn_like(k), torch.randn_like(v)
+    assert rel_error(run(q, k, v), model(q.double(), k.double(), v.double())) < 1e-5
+
+
+class Sdpa(torch.nn.Module):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+# A dynamic sequence is left to IREE's attention op, which computes head dims above 128
+# wrongly (rel. error 0.6-0.8): the online-softmax pipeline lacked the decomposition guard.
+@pytest.mark.parametrize("head_dim", [160, 256])
+def test_dynamic_sequence_with_head_dim_above_128(head_dim: int) -> None:
+    example = tuple(torch.randn(1, 2, 40, head_dim) for _ in range(3))
+    n = Dim("n", min=2, max=512)
+    program = export(Sdpa(), example, dynamic_shapes=({2: n}, {2: n}, {2: n}))
+    run = fc.load(fc.compile(program, target="cpu"))
+    q, k, v = (torch.randn(1, 2, 77, head_dim) for _ in range(3))
+    assert rel_error(run(q, k, v), Sdpa()(q.double(), k.double(), v.double())) < 1e-5
