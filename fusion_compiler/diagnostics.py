@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 
 from fusion_compiler.errors import Diagnostic
-from fusion_compiler.ir import ir
+from fusion_compiler.ir import _capi, ir
 
 _FILE_LINE_COL = re.compile(r'"([^"]*)":(\d+):(\d+)')
 _SEVERITIES = {
@@ -64,3 +64,20 @@ def errors_of(exc: ir.MLIRError, filename: str | None = None) -> list[Diagnostic
     for d in exc.error_diagnostics:
         out += to_diagnostics(d, filename)
     return out
+
+
+_GLOBAL_FLAGS_SET = False
+
+
+def omit_op_notes() -> None:
+    """Stops MLIR from adding a "see current operation" note to an op's diagnostics, as
+    mlir-opt does under --verify-diagnostics (``printOpOnDiagnostic(false)``), so a test
+    expects the diagnostics a pass reports, not MLIR's dump of the op.
+
+    A process-wide flag of the compiler library, read when a context is made: call it
+    before the first session. The library takes its flags once per process.
+    """
+    global _GLOBAL_FLAGS_SET
+    if not _GLOBAL_FLAGS_SET:
+        _capi._initializeGlobalCL("fusion-opt", "--mlir-print-op-on-diagnostic=false")
+        _GLOBAL_FLAGS_SET = True

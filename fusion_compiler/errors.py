@@ -59,3 +59,52 @@ class MLIRParseError(FusionCompilerError):
 
 class ArgumentError(FusionCompilerError, ValueError):
     """A loaded module was called with arguments that do not match its signature."""
+
+
+class InputFileError(FusionCompilerError):
+    """A file given as the model or as MLIR is not one the compiler takes (a folder, an
+    ONNX model, a torch.save checkpoint, bytes that are not UTF-8 text)."""
+
+    def __init__(self, path: object, problem: str, advice: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{path} {problem}; {advice}")
+
+
+class OutputPathError(FusionCompilerError):
+    """A file or folder the compiler was asked to write cannot be written there."""
+
+    def __init__(self, path: object, problem: str, advice: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"cannot write {path}: {problem}; {advice}")
+
+
+class PipelineError(FusionCompilerError, ValueError):
+    """A pass pipeline that does not parse: an unknown pass, a bad option or value."""
+
+    def __init__(self, element: str, problem: str):
+        self.element = element
+        self.problem = problem
+        super().__init__(f"cannot parse pass pipeline element {element!r}: {problem}")
+
+
+class TargetError(FusionCompilerError, ValueError):
+    """A target architecture the compiler cannot build for."""
+
+    def __init__(self, option: str, value: str, supported: tuple[str, ...]):
+        self.option = option
+        self.value = value
+        self.supported = supported
+        super().__init__(f"unsupported {option} {value!r}; supported: {', '.join(supported)}")
+
+
+class EmptyModuleError(FusionCompilerError):
+    """The input holds no function, so there is nothing to compile."""
+
+    def __init__(self, where: str):
+        self.where = where
+        super().__init__(
+            f"{where} holds no function: nothing to compile; give MLIR with a func.func "
+            "(the entry point), or a .pt2 saved by torch.export.save"
+        )

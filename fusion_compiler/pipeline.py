@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fusion_compiler import diagnostics, passes, remarks
-from fusion_compiler.errors import CompileError, Diagnostic, FusionCompilerError
+from fusion_compiler.errors import CompileError, Diagnostic, FusionCompilerError, PipelineError
 from fusion_compiler.ir import ir, passmanager
 
 _OPEN = {"(": ")", "{": "}", "[": "]", "<": ">"}
@@ -42,7 +42,7 @@ def split_pipeline(text: str) -> list[str]:
             elements.append(text[start:i].strip())
             start = i + 1
     if depth or quote:
-        raise ValueError(f"unbalanced brackets in pass pipeline {text!r}")
+        raise PipelineError(text, "unbalanced brackets or quotes")
     tail = text[start:].strip()
     if tail:
         elements.append(tail)
@@ -53,7 +53,18 @@ def join_pipeline(elements: list[str]) -> str:
     return f"builtin.module({','.join(elements)})"
 
 
-def _parse_options(name: str, text: str, options_type: type) -> object:
+def _bool(raw: str) -> bool:
+    """MLIR's spellings: ``opt``, ``opt=1``, ``opt=true`` and ``opt=0``, ``opt=false``."""
+    spellings = {"": True, "1": True, "true": True, "0": False, "false": False}
+    if raw.lower() not in spellings:
+        raise ValueError(raw)
+    return spellings[raw.lower()]
+
+
+_OPTION_PARSERS: dict[type, Callable[[str], object]] = {bool: _bool, int: int, float: float}
+
+
+def _parse_options(element: str, name: str, text: str, options_type: type) -> object:
     """MLIR-style ``key=value key2=value2`` into the pass's frozen options dataclass."""
     fields = {f.name.replace("_", "-"): f for f in dataclasses.fields(options_type)}
     hints = typing.get_type_hints(options_type)
@@ -63,23 +74,25 @@ def _parse_options(name: str, text: str, options_type: type) -> object:
         field = fields.get(key)
         if field is None:
             known = ", ".join(fields) or "none"
-            raise ValueError(f"pass {name} has no option {key!r} (options: {known})")
+            raise PipelineError(element, f"pass {name} has no option {key!r} (options: {known})")
         kind = hints[field.name]
-        if kind is bool:
-            values[field.name] = raw.lower() in ("", "1", "true")
-        elif kind in (int, float):
-            values[field.name] = kind(raw)
-        else:
-            values[field.name] = raw
+        try:
+            values[field.name] = _OPTION_PARSERS.get(kind, str)(raw)
+        except ValueError:
+            raise PipelineError(
+                element, f"option {key} of pass {name} takes {kind.__name__} values, not {raw!r}"
+            ) from None
     return options_type(**values)
 
 
 _BUILT_DIALECTS = ("arith", "linalg", "math", "scf", "tensor", "iree_linalg_ext", "flow", "hal")
 
 
-def _python_pass(name: str, options_text: str, failures: list[BaseException]) -> Callable:
+def _python_pass(
+    element: str, name: str, options_text: str, failures: list[BaseException]
+) -> Callable:
     module = passes.get_pass(name)
-    options = _parse_options(name, options_text, module.Options)
+    options = _parse_options(element, name, options_text, module.Options)
 
     def run(op, pass_) -> None:
         try:
@@ -104,17 +117,39 @@ def _build_pass_manager(
     for element in elements:
         name, _, rest = element.partition("{")
         if passes.is_registered(name):
-            pm.add(_python_pass(name, rest.rstrip("}"), failures), name=name, argument=name)
+            options = rest.removesuffix("}")
+            pm.add(_python_pass(element, name, options, failures), name=name, argument=name)
             continue
         try:
             pm.add(element)
         except ValueError as exc:
-            raise ValueError(f"cannot parse pass pipeline element {element!r}: {exc}") from None
+            raise PipelineError(element, _mlir_pipeline_problem(element, str(exc))) from None
     return pm, failures
 
 
+_MLIR_PREFIXES = ("MLIR Textual PassPipeline Parser:", "<Pass-Options-Parser>:")
+
+
+def _mlir_pipeline_problem(element: str, message: str) -> str:
+    """MLIR's multi-line parser message (with a caret line) as one line, and what to do."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    first = next((line for line in lines if line.startswith(_MLIR_PREFIXES)), lines[0])
+    for prefix in _MLIR_PREFIXES:
+        first = first.removeprefix(prefix)
+    first = first.split(" error: ", 1)[-1].strip()
+    if "does not refer to a registered pass" in first:
+        ours = [n for n in passes.pass_names() if n in element]
+        if ours:
+            return (
+                f"{first}: our passes ({', '.join(ours)}) run on the module: list them at "
+                "the top level of builtin.module(...)"
+            )
+        return f"{first}; fusion-opt --list-passes lists ours, iree-opt --help IREE's and MLIR's"
+    return f"{first}; iree-opt --help lists each pass's options"
+
+
 def check_pipeline(pipeline: str, context: ir.Context) -> None:
-    """Raises ValueError, naming the element, if ``pipeline`` does not parse."""
+    """Raises PipelineError, naming the element, if ``pipeline`` does not parse."""
     _build_pass_manager(split_pipeline(pipeline), context)
 
 

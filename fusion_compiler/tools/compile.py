@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from fusion_compiler.driver import CUDA_ARCHS, check_output_file
 from fusion_compiler.driver import compile as compile_model
 from fusion_compiler.errors import FusionCompilerError
 from fusion_compiler.stages import Stage
@@ -18,7 +20,7 @@ def _parser() -> argparse.ArgumentParser:
         "--cuda-arch",
         default="sm_80",
         help="CUDA architecture (default sm_80); sm_90: fused attentions become generated "
-        "Hopper kernels",
+        f"Hopper kernels; one of {', '.join(CUDA_ARCHS)}",
     )
     p.add_argument(
         "--vulkan-target",
@@ -48,8 +50,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        output = check_output_file(args.output) if args.output else None
         module = compile_model(
-            args.model,
+            Path(args.model),
             target=args.target,
             cuda_arch=args.cuda_arch,
             vulkan_target=args.vulkan_target,
@@ -62,8 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     except FusionCompilerError as exc:
         print(f"fusion-compile: error: {exc}", file=sys.stderr)
         return 1
-    if args.output:
-        module.save(args.output)
+    if output:
+        try:
+            module.save(output)
+        except OSError as exc:
+            print(
+                f"fusion-compile: error: cannot write {output}: {exc.strerror}; write elsewhere",
+                file=sys.stderr,
+            )
+            return 1
     elif module.vmfb is None:
         sys.stdout.write(module.mlir or "")
     stats = ", ".join(f"{k}={v}" for k, v in module.stats.items())

@@ -5,10 +5,18 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from pathlib import Path
 
-from fusion_compiler import frontend, passes
+from fusion_compiler import diagnostics, frontend, passes
 from fusion_compiler.compiler import new_session
-from fusion_compiler.errors import CompileError, Diagnostic, MLIRParseError
+from fusion_compiler.driver import check_output_file, input_file_problem, text_problem
+from fusion_compiler.errors import (
+    CompileError,
+    Diagnostic,
+    FusionCompilerError,
+    InputFileError,
+    MLIRParseError,
+)
 from fusion_compiler.pipeline import check_pipeline, run_pipeline
 from fusion_compiler.tools import verify
 
@@ -47,6 +55,18 @@ def _chunks(text: str, split: bool) -> list[str]:
     return ["\n" * text.count("\n", 0, offset) + piece for offset, piece in pieces]
 
 
+def _read(name: str) -> str:
+    """The input's text; InputFileError when it is not MLIR text (what it is, what to do)."""
+    problem = None if name == "-" else input_file_problem(Path(name), mlir_only=True)
+    if problem:
+        raise InputFileError(name, *problem)
+    data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+    problem = text_problem(data)
+    if problem:
+        raise InputFileError("<stdin>" if name == "-" else name, *problem)
+    return data.decode()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.list_passes:
@@ -54,16 +74,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {passes.summary(name)}")
         return 0
     filename = "<stdin>" if args.input == "-" else args.input
+    if args.verify_diagnostics:  # as mlir-opt: no "see current operation" notes to expect
+        diagnostics.omit_op_notes()
     try:
-        text = sys.stdin.read() if args.input == "-" else open(args.input).read()
-    except OSError as exc:
+        text = _read(args.input)
+        output = None if args.output == "-" else check_output_file(args.output)
+        session = new_session()
+        context = session.context
+        check_pipeline(args.pass_pipeline, context)
+    except OSError as exc:  # the input cannot be read
         print(f"fusion-opt: cannot read {args.input}: {exc.strerror}", file=sys.stderr)
         return 1
-    session = new_session()
-    context = session.context
-    try:
-        check_pipeline(args.pass_pipeline, context)
-    except (ValueError, KeyError) as exc:
+    except FusionCompilerError as exc:
         print(f"fusion-opt: {exc}", file=sys.stderr)
         return 1
     outputs, failed = [], False
@@ -95,11 +117,17 @@ def main(argv: list[str] | None = None) -> int:
             for diag in seen:
                 print(diag, file=sys.stderr)
     result = "// -----\n".join(outputs)
-    if args.output == "-":
+    if output is None:
         sys.stdout.write(result)
     else:
-        with open(args.output, "w") as f:
-            f.write(result)
+        try:
+            output.write_text(result)
+        except OSError as exc:
+            print(
+                f"fusion-opt: cannot write {output}: {exc.strerror}; write elsewhere",
+                file=sys.stderr,
+            )
+            return 1
     return 1 if failed else 0
 
 

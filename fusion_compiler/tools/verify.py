@@ -3,7 +3,10 @@
 Each ``// expected-remark {{text}}`` (or ``-error``, ``-warning``, ``-note``; with an
 optional ``@+N``, ``@-N``, ``@above`` or ``@below``) names a diagnostic that must be
 reported on that line with ``text`` in its message. Any diagnostic not expected, and
-any expectation not met, is an error.
+any expectation not met, is an error. A note is a diagnostic of its own, as in
+mlir-opt; MLIR's "see current operation" note is not made at all under
+``--verify-diagnostics`` (``diagnostics.omit_op_notes``, mlir-opt's
+``printOpOnDiagnostic(false)``), so a test expects only what the passes report.
 """
 
 from __future__ import annotations
