@@ -15,6 +15,7 @@ _MODULES: dict[str, str] = {
     "fusion-decompose-attention": "fusion_compiler.passes.decompose_attention",
     "fusion-detect-attention": "fusion_compiler.passes.detect_attention",
     "fusion-find-softmax": "fusion_compiler.passes.find_softmax",
+    "fusion-fold-empty-attention": "fusion_compiler.passes.empty_attention",
     "fusion-guard-masked-rows": "fusion_compiler.passes.guard_masked_rows",
     "fusion-kernel-attention": "fusion_compiler.passes.kernel_attention",
     "fusion-online-softmax": "fusion_compiler.passes.online_softmax",
@@ -34,8 +35,10 @@ _GUARD = "fusion-guard-masked-rows"
 # With dynamic shapes, tensor.dim ops keep the replaced scores alive until their sizes
 # are read from the operands instead.
 _CLEANUP = ("resolve-ranked-shaped-type-result-dims", "canonicalize", "cse")
-# Attention found, and every mask of it (SDPA's boolean ones too) additive.
-_DETECT = ("fusion-detect-attention", *_CLEANUP, "fusion-additive-mask")
+# An attention with an extent of 0 is zeros (IREE 3.13's compiler stops on it with SIGFPE).
+_EMPTY = "fusion-fold-empty-attention"
+# Attention found, every mask of it (SDPA's boolean ones too) additive, empty ones folded.
+_DETECT = ("fusion-detect-attention", *_CLEANUP, "fusion-additive-mask", _EMPTY)
 # The head split and merge moved into the attention ops IREE lowers (or that are
 # decomposed), and the reshapes left behind folded.
 _TILE_AND_FUSE = ("fusion-tile-and-fuse", "canonicalize")
@@ -56,6 +59,7 @@ DEFAULT_PIPELINES: dict[str, tuple[str, ...]] = {
     ),
     "vulkan": (
         "fusion-additive-mask",
+        _EMPTY,
         _GUARD,
         "fusion-decompose-attention",
         "fusion-find-softmax",

@@ -62,3 +62,29 @@ def test_dynamic_sequence_with_head_dim_above_128(head_dim: int) -> None:
     run = fc.load(fc.compile(program, target="cpu"))
     q, k, v = (torch.randn(1, 2, 77, head_dim) for _ in range(3))
     assert rel_error(run(q, k, v), Sdpa()(q.double(), k.double(), v.double())) < 1e-5
+
+
+class Written(torch.nn.Module):
+    def forward(self, q, k, v):
+        return torch.softmax(q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5, dim=-1) @ v
+
+
+# No keys gave NaN with our loop (0/0) and SIGFPE inside IREE's compiler with its op; a
+# batch, head or query extent of 0 stopped the compiler the same way.
+@pytest.mark.parametrize("attention", ["auto", "iree"])
+@pytest.mark.parametrize("model", [Sdpa(), Written()], ids=["sdpa", "written"])
+@pytest.mark.parametrize(
+    "q_shape, kv_shape",
+    [
+        ((1, 2, 8, 16), (1, 2, 0, 16)),
+        ((0, 2, 8, 16),) * 2,
+        ((1, 0, 8, 16),) * 2,
+        ((1, 2, 0, 16), (1, 2, 8, 16)),
+    ],
+    ids=["no-keys", "no-batch", "no-heads", "no-queries"],
+)
+def test_attention_with_an_extent_of_zero(q_shape, kv_shape, model, attention: str) -> None:
+    q, k, v = torch.randn(q_shape), torch.randn(kv_shape), torch.randn(kv_shape)
+    run = fc.load(fc.compile(model, (q, k, v), target="cpu", attention=attention))
+    got, want = run(q, k, v), model(q, k, v)
+    assert got.shape == want.shape and torch.equal(got, want)
