@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from fusion_compiler.dialects import linalg, score, softmax
 from fusion_compiler.dialects.builders import empty, zeros
-from fusion_compiler.dialects.linalg_ext import ATTENTION, softcap_region
+from fusion_compiler.dialects.linalg_ext import ATTENTION, MASK_REPLACES, softcap_region
 
 from fusion_compiler.ir import dialects, ir
 
@@ -230,6 +230,8 @@ def build(found: Attention) -> ir.Value:
             attributes={"indexing_maps": _maps(term.offset)},
             regions=1,
         )
+        if term.replaces:
+            op.attributes[MASK_REPLACES] = ir.UnitAttr.get()
         block = op.regions[0].blocks.append(ir.F32Type.get())
         with ir.InsertionPoint(block):
             if term.tanh_of is None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fusion_compiler.dialects import causal, linalg
+from fusion_compiler.dialects import causal, linalg, linalg_ext
 from fusion_compiler.dialects.builders import (
     Size,
     affine_map,
@@ -200,13 +200,14 @@ def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Valu
 SWAMPS = {"f16": -32752.0, "bf16": -1.6947e38, "f32": -1.7014117e38}
 
 
-def _masked(x: ir.Value, mask: ir.Value) -> ir.Value:
+def _masked(x: ir.Value, mask: ir.Value, replaces: bool = False) -> ir.Value:
     """x + log2(e)·mask as PyTorch's softmax sees it, in the exp2 domain.
 
     A fill at the bottom of the mask's type (``finfo(dtype).min``) swamps the score it is
     added to (fp16: ``s + -65504`` rounds to -65504), so there the logit is the fill
     alone; it is clamped at the lowest finite f32 (``finfo(f32).min`` overflows once
-    scaled), so a row of nothing but such fills gets equal weights. -inf stays -inf."""
+    scaled), so a row of nothing but such fills gets equal weights. -inf stays -inf,
+    and with ``replaces`` (``masked_fill``) it is -inf whatever the score was."""
     saturates = SWAMPS.get(str(mask.type))
     mask = to_f32(mask)
     shift = _mul(mask, _f(LOG2E))
@@ -218,7 +219,7 @@ def _masked(x: ir.Value, mask: ir.Value) -> ir.Value:
         value = dialects.arith.SelectOp(swamped, shift, value).result
     floored = dialects.arith.MaximumFOp(value, _f(_LOWEST)).result
     minus_inf = dialects.arith.CmpFOp(dialects.arith.CmpFPredicate.OEQ, mask, _f(-math.inf)).result
-    return dialects.arith.SelectOp(minus_inf, value, floored).result
+    return dialects.arith.SelectOp(minus_inf, shift if replaces else value, floored).result
 
 
 def _normalised(acc: ir.Value, total: ir.Value) -> ir.Value:
@@ -269,7 +270,7 @@ def _block_step(
         if not has_plain_region(op):
             x = inline_region(op, x)  # IREE's region semantics: base 2 in, base 2 out
         if rest[:-1]:
-            x = _masked(x, rest[0])
+            x = _masked(x, rest[0], linalg_ext.mask_replaces(op))
         return x
 
     inputs = [s] + ([mask_ij] if mask_ij is not None else [])

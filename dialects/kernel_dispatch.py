@@ -14,7 +14,7 @@ import json
 import math
 from dataclasses import asdict, dataclass
 
-from fusion_compiler.dialects import causal, flash, kernel_mask, linalg
+from fusion_compiler.dialects import causal, flash, kernel_mask, linalg, linalg_ext
 from fusion_compiler.dialects.builders import dims, erase_dead
 from fusion_compiler.dialects.kernel_mask import MaskCode
 from fusion_compiler.dialects.linalg_ext import LOG2E
@@ -375,6 +375,7 @@ def plan_kernel(
         mask_expr=mask.expr if isinstance(mask, MaskCode) else None,
         mask_inputs=tuple(mask.types) if isinstance(mask, MaskCode) else (),
         mask_swamps=swamping_fill(op.operands[4]) if mask is not None else None,
+        mask_replaces=mask is not None and linalg_ext.mask_replaces(op),
         target=target,
         **tiles,
     )

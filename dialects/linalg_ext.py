@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from fusion_compiler.dialects.builders import (
     Extent,
     affine_map,
@@ -22,6 +24,17 @@ ATTENTION = "iree_linalg_ext.attention"
 # base-2 domain (it computes exp2); measured on llvm-cpu, where
 # softmax(cap·tanh(scale·s/cap) + mask) came out to 2e-7.
 LOG2E = 1.4426950408889634
+
+
+# A unit attribute on an attention whose mask replaces the score where it is -inf, as
+# ``masked_fill(m, -inf)`` / ``where(m, s, -inf)`` do, instead of being added to it: a
+# NaN or inf score at a masked key (garbage past a cache's length) is dropped there.
+# Elsewhere the mask adds, as IREE's op and PyTorch's SDPA add theirs.
+MASK_REPLACES = "fusion.mask_replaces"
+
+
+def mask_replaces(op: ir.Operation) -> bool:
+    return MASK_REPLACES in op.attributes
 
 
 def find_all(module: ir.Operation) -> list[ir.Operation]:
@@ -88,6 +101,7 @@ def decompose(op: ir.Operation) -> ir.Value:
     maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
     q, k, v, scale = list(op.operands)[:4]
     mask = op.operands[4] if len(maps) == 6 else None
+    replaces = mask_replaces(op)
     q_map, k_map, v_map, o_map = maps[0], maps[1], maps[2], maps[-1]
     n_dims = q_map.n_dims
     (k1,) = [d for d in dims(q_map) if d not in dims(o_map)]
@@ -132,7 +146,15 @@ def decompose(op: ir.Operation) -> ir.Value:
                 out = inline_region(op, times(out, LOG2E))
                 out = times(out, 1 / LOG2E)
             if mask is not None:
-                out = dialects.arith.AddFOp(out, to_f32(rest[0])).result
+                bias = to_f32(rest[0])
+                added = dialects.arith.AddFOp(out, bias).result
+                out = added
+                if replaces:  # -inf where the mask is, whatever the score
+                    minus_inf = dialects.arith.ConstantOp(ir.F32Type.get(), -math.inf).result
+                    dropped = dialects.arith.CmpFOp(
+                        dialects.arith.CmpFPredicate.OEQ, bias, minus_inf
+                    ).result
+                    out = dialects.arith.SelectOp(dropped, minus_inf, added).result
             return out
 
         logits = generic(

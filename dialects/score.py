@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fusion_compiler.dialects import linalg
 
@@ -32,6 +32,9 @@ class Affine:
     slope: float
     offset: bool
     tanh_of: float | None = None
+    # a select dropped the score for -inf where the mask is -inf (``masked_fill``,
+    # ``where``): there the logit is -inf even for a NaN or inf score, not s + -inf
+    replaces: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ def _mul(a: Term, b: Term) -> Term:
         a, b = b, a
     if isinstance(a, Affine):
         if isinstance(b, Const):
-            return Affine(a.slope * b.value, a.offset, a.tanh_of)
+            return replace(a, slope=a.slope * b.value)
         return Unsupported("the score is multiplied by a tensor")
     if isinstance(a, Const) and isinstance(b, Const):
         return Const(a.value * b.value)
@@ -70,7 +73,7 @@ def _div(a: Term, b: Term) -> Term:
         return Unsupported("something is divided by the score")
     if isinstance(a, Affine):
         if isinstance(b, Const) and b.value != 0:
-            return Affine(a.slope / b.value, a.offset, a.tanh_of)
+            return replace(a, slope=a.slope / b.value)
         return Unsupported("the score is divided by a tensor")
     if isinstance(a, Const) and isinstance(b, Const) and b.value != 0:
         return Const(a.value / b.value)
@@ -81,9 +84,9 @@ def _add(a: Term, b: Term, sign: float = 1.0) -> Term:
     if isinstance(a, Affine) and isinstance(b, Affine):
         return Unsupported("the score is added to itself")
     if isinstance(a, Affine):
-        return Affine(a.slope, a.offset or b != Const(0.0), a.tanh_of)
+        return replace(a, offset=a.offset or b != Const(0.0))
     if isinstance(b, Affine):
-        return Affine(sign * b.slope, b.offset or a != Const(0.0), b.tanh_of)
+        return replace(b, slope=sign * b.slope, offset=b.offset or a != Const(0.0))
     if isinstance(a, Const) and isinstance(b, Const):
         return Const(a.value + sign * b.value)
     return SIDE
@@ -104,7 +107,7 @@ def _select(cond: Term, true: Term, false: Term) -> Term:
     for keep, drop in ((true, false), (false, true)):
         if isinstance(keep, Affine):
             if drop == Const(-math.inf):
-                return Affine(keep.slope, True, keep.tanh_of)
+                return replace(keep, offset=True, replaces=True)
             if isinstance(drop, Const):
                 return Unsupported(
                     f"masked with the finite value {drop.value:g}, not -inf "
@@ -128,16 +131,18 @@ def _tanh(a: Term) -> Term:
         return SIDE
     if a.offset or a.tanh_of is not None:
         return Unsupported("tanh of a masked or already capped score")
-    return Affine(1.0, False, a.slope)
+    return Affine(1.0, False, a.slope)  # (not offset, so it replaces nothing either)
 
 
 def compose(outer: Affine, inner: Affine) -> Term:
     """``outer`` applied to the value ``inner`` of the score."""
+    replaces = outer.replaces or inner.replaces
     if outer.tanh_of is None:
-        return Affine(outer.slope * inner.slope, outer.offset or inner.offset, inner.tanh_of)
+        offset = outer.offset or inner.offset
+        return Affine(outer.slope * inner.slope, offset, inner.tanh_of, replaces)
     if inner.offset or inner.tanh_of is not None:
         return Unsupported("tanh of a masked or already capped score")
-    return Affine(outer.slope, outer.offset, outer.tanh_of * inner.slope)
+    return Affine(outer.slope, outer.offset, outer.tanh_of * inner.slope, replaces)
 
 
 # payload op -> how it maps its operands' terms to its result's term

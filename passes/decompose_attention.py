@@ -2,9 +2,10 @@
 
 IREE 3.13 computes ``iree_linalg_ext.attention`` wrongly when the QK contraction (the
 head dim) is above 128, on llvm-cpu and on CUDA (measured: relative errors of 0.7 and
-2.4). This pass rewrites such ops, ours and those IREE's torch lowering makes of
-``F.scaled_dot_product_attention``, as QKᵀ, scale and mask, ``linalg.softmax`` and P·V
-with f32 sums, and says so in a remark.
+2.4), and adds its mask to the scores, where ``masked_fill(m, -inf)`` replaces them. With
+``above-head-dim`` this pass rewrites such ops (ours and those IREE's torch lowering makes
+of ``F.scaled_dot_product_attention``), without it every op, as QKᵀ, scale and mask,
+``linalg.softmax`` and P·V with f32 sums, and says so in a remark.
 """
 
 from __future__ import annotations
@@ -31,17 +32,29 @@ def decompose_attention(op: ir.Operation) -> None:
     op.erase()
 
 
+def _why(op: ir.Operation, options: Options) -> str | None:
+    """Why ``op`` is decomposed ("" for every op), or None where IREE's op computes it."""
+    if not options.above_head_dim:
+        return ""
+    head_dim = linalg_ext.head_dim(op)
+    if head_dim > options.above_head_dim:
+        return (
+            f": head dim {head_dim} is above {options.above_head_dim}, which this target's "
+            "attention code generation computes wrongly"
+        )
+    if linalg_ext.mask_replaces(op):
+        return (
+            ": its mask replaces masked scores (masked_fill or where with -inf), where "
+            "IREE's op adds it (a NaN or inf score at a masked key would reach the row)"
+        )
+    return None
+
+
 def run(module: ir.Operation, options: Options) -> None:
     for op in linalg_ext.find_all(module):
-        head_dim = linalg_ext.head_dim(op)
-        if head_dim <= options.above_head_dim:
+        why = _why(op, options)
+        if why is None:
             continue
         location = op.location
         decompose_attention(op)
-        why = (
-            f": head dim {head_dim} is above {options.above_head_dim}, which this target's "
-            "attention code generation computes wrongly"
-            if options.above_head_dim
-            else ""
-        )
         remarks.emit(location, f"attention decomposed into matmul, softmax, matmul{why}")

@@ -408,6 +408,28 @@ def test_rows_with_every_key_masked_give_zero() -> None:
     assert rel_error(got[1:], want) < BOUND[F16]
 
 
+def test_masked_fill_drops_nan_and_inf_scores_at_masked_keys() -> None:
+    """``masked_fill(m, -inf)`` replaces the score: garbage keys past a cache's length
+    (NaN, inf) reach no row, where adding the -inf mask would give NaN."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, n, 16).to(F16) for n in (19, 23, 23))
+    keep = torch.ones(2, 23, dtype=torch.bool)
+    keep[:, 17:] = False
+    model = PaddingMaskAttention()
+    fused = fc.compile(
+        model, example_args=(q, k, v, keep), target="cuda", cuda_arch="sm_90", compile_to="fused"
+    )
+    spec, _ = _dispatch_inputs(fused)
+    assert spec.mask_replaces
+    k[:, :, 17:19], k[:, :, 19:] = float("nan"), float("inf")
+    got = run_interpreted(
+        spec, q.reshape(4, 19, 16), k.reshape(4, 23, 16), v.reshape(4, 23, 16), mask=[keep]
+    ).reshape(2, 2, 19, 16)
+    with torch.no_grad():
+        want = model(q.double(), k.double(), v.double(), keep)
+    assert rel_error(got, want) < BOUND[F16]
+
+
 class _HalfFillPadding(torch.nn.Module):
     """transformers' eager fp16 attention: ``finfo(f16).min`` added to the fp16 scores where
     a key is padding, softmax upcast to f32."""

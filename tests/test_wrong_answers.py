@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import rel_error
+from test_mask_semantics import LOWERINGS
 from torch.export import Dim, export
 
 import fusion_compiler as fc
@@ -88,3 +89,38 @@ def test_attention_with_an_extent_of_zero(q_shape, kv_shape, model, attention: s
     run = fc.load(fc.compile(model, (q, k, v), target="cpu", attention=attention))
     got, want = run(q, k, v), model(q, k, v)
     assert got.shape == want.shape and torch.equal(got, want)
+
+
+class MaskedFill(torch.nn.Module):
+    """A key padding mask applied by ``masked_fill`` or ``where`` with -inf."""
+
+    def __init__(self, spelling: str):
+        super().__init__()
+        self.spelling = spelling
+
+    def forward(self, q, k, v, keep):
+        s = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5
+        if self.spelling == "masked_fill":
+            s = s.masked_fill(~keep, float("-inf"))
+        else:
+            s = torch.where(keep, s, float("-inf"))
+        return torch.softmax(s, dim=-1) @ v
+
+
+# masked_fill was fused as an additive -inf mask: a NaN or inf score at a masked key
+# (garbage past a cache's length) made the whole row NaN, where PyTorch drops it.
+@pytest.mark.parametrize("lowering", LOWERINGS)
+@pytest.mark.parametrize("spelling", ["masked_fill", "where"])
+def test_masked_scores_that_are_nan_or_inf_reach_no_row(lowering, spelling: str) -> None:
+    target, attention = lowering
+    dtype = torch.float16 if target == "vulkan" else torch.float32
+    q, k, v = (torch.randn(2, 2, 24, 16, dtype=dtype) for _ in range(3))
+    keep = torch.ones(24, 24, dtype=torch.bool)
+    keep[:, 17:] = False
+    model = MaskedFill(spelling)
+    compiled = fc.compile(model, (q, k, v, keep), target=target, attention=attention)
+    run = fc.load(compiled, device="vulkan" if target == "vulkan" else "local-task")
+    k[:, :, 17:20], k[:, :, 20:] = float("nan"), float("inf")
+    want = model(q.double(), k.double(), v.double(), keep)
+    assert torch.isfinite(want).all()
+    assert rel_error(run(q, k, v, keep), want) < (2e-3 if dtype == torch.float16 else 1e-5)

@@ -37,6 +37,7 @@ const uint KV_GROUP = ${KV_GROUP};
 const bool CAUSAL = ${CAUSAL};
 const int CAUSAL_OFFSET = ${CAUSAL_OFFSET};  // keys > row + offset are masked
 const bool HAS_MASK = ${HAS_MASK};  // an additive mask (batch, n_q, n_k), read per key
+const bool MASK_REPLACES = ${MASK_REPLACES};  // -inf in the mask replaces the score
 const float QK_SCALE = ${QK_SCALE};  // scale * log2(e)
 const float LOG2E = 1.4426950408889634;
 const float LOWEST = -3.4028234663852886e38;
@@ -154,7 +155,8 @@ void main() {
         // -FLT_MAX/2, so a row of nothing but fills gets PyTorch's equal weights
         float bias = to_float(mask_buffer[m_offset(batch, row, key)]);
         float shift = bias * LOG2E;
-        x += isinf(bias) ? shift : max(shift, -1.7014117e38);
+        bool dropped = MASK_REPLACES && isinf(bias) && bias < 0.0;  // -inf whatever x is
+        x = dropped ? shift : x + (isinf(bias) ? shift : max(shift, -1.7014117e38));
       }
       s[j] = visible ? x : uintBitsToFloat(0xff800000u);  // -inf
       m_new = max(m_new, s[j]);

@@ -21,6 +21,7 @@ from pathlib import Path
 from fusion_compiler.errors import FusionCompilerError
 
 _TEMPLATE = Path(__file__).with_name("flash_template.py")
+_LOWEST_F32 = -3.4028234663852886e38
 _WARP_SPECIALIZED = Path(__file__).with_name("flash_ws.py")
 # registers per thread of the warp-specialized kernel: two programs (8 warps each) per
 # multiprocessor; its warpgroup gets 120 * 256 / 128 - 24 = 216 of them (H200, causal N1024
@@ -143,6 +144,9 @@ class Spec:
     # (fp16: finfo.min): the logit is then the fill alone, as in PyTorch; None: the mask
     # holds no such fill (the kernel then skips the test)
     mask_swamps: float | None = None
+    # the mask replaces the score where it is -inf (``masked_fill``), not added to it: a
+    # NaN or inf score there is dropped
+    mask_replaces: bool = False
     target: str = "cuda"  # "cuda" (a Triton kernel for sm_{arch}) or "vulkan" (SPIR-V)
     # split-KV: programs sharing each row block's keys, their results merged by a second
     # kernel (``combine``) from a float32 buffer of ``partial_elements``; static n_q only
@@ -277,11 +281,13 @@ class Spec:
             "CAUSAL_OFFSET": self.causal_offset or 0,
             # 0: no mask; 1: an additive mask; below 0: one whose values at or below
             # this swamp the score (H200, a padding mask at N2048 D128: the test costs
-            # 1.85x the kernel time, so only masks that can hold such a fill pay it)
+            # 1.85x the kernel time, so only masks that can hold such a fill pay it).
+            # -inf swamps under every threshold: a mask that replaces the score where it
+            # is -inf takes the test at the lowest f32 (the fill finfo(f32).min swamps too)
             "HAS_MASK": (
                 0
                 if self.mask_dtype is None and self.mask_expr is None
-                else (1 if self.mask_swamps is None else self.mask_swamps)
+                else self.mask_swamps or (_LOWEST_F32 if self.mask_replaces else 1)
             ),
             "KV_GROUP": self.kv_group,
             "BLOCK_M": self.block_m,

@@ -145,6 +145,7 @@ def source_of(spec: Spec) -> str:
         CAUSAL="true" if spec.causal_offset is not None else "false",
         CAUSAL_OFFSET=spec.causal_offset or 0,
         HAS_MASK="true" if spec.mask_dtype is not None else "false",
+        MASK_REPLACES="true" if spec.mask_replaces else "false",
         QK_SCALE=repr(spec.qk_scale),
         SCORE=glsl_score(spec.score),
         Q_VIEW=_view(q_view),
