@@ -155,9 +155,19 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
                         f"an intermediate ({op.name}) is also used by {user.name}, so the "
                         "scores must be materialised",
                     )
+    scores_shape = ir.RankedTensorType(qk.results[0].type).shape
+    probs_shape = ir.RankedTensorType(pv.operands[0].type).shape
+    if scores_shape != probs_shape:
+        return NearMiss(
+            pv,
+            f"the scores {scores_shape} reach P·V reshaped as {probs_shape}: their rows are "
+            "not the query rows of one (batch, query) pair",
+        )
     expands = [o for o in score_ops if o.name == "tensor.expand_shape"]
     if len(expands) > 1 or any(o.name == "tensor.collapse_shape" for o in score_ops):
         return NearMiss(pv, "the scores are reshaped more than once")
+    if expands and len(linalg.reassociation(expands[0])[-1]) != 1:
+        return NearMiss(pv, "the key dim is split before the softmax: it is over part of the keys")
     return Attention(qk, pv, score_ops, score_inputs, total, replaced)
 
 
