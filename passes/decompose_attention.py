@@ -2,10 +2,11 @@
 
 IREE 3.13 computes ``iree_linalg_ext.attention`` wrongly when the QK contraction (the
 head dim) is above 128, on llvm-cpu and on CUDA (measured: relative errors of 0.7 and
-2.4), and adds its mask to the scores, where ``masked_fill(m, -inf)`` replaces them. With
-``above-head-dim`` this pass rewrites such ops (ours and those IREE's torch lowering makes
-of ``F.scaled_dot_product_attention``), without it every op, as QKᵀ, scale and mask,
-``linalg.softmax`` and P·V with f32 sums, and says so in a remark.
+2.4). With ``above-head-dim`` this pass rewrites such ops (ours and those IREE's torch
+lowering makes of ``F.scaled_dot_product_attention``), without it every op, as QKᵀ, scale
+and mask, ``linalg.softmax`` and P·V with f32 sums, and says so in a remark. IREE's op
+adds its mask where ``masked_fill(m, -inf)`` replaces the score; an op it keeps with
+such a mask gets a remark saying so (the decomposition replaces).
 """
 
 from __future__ import annotations
@@ -43,9 +44,11 @@ def _why(op: ir.Operation, options: Options) -> str | None:
             "attention code generation computes wrongly"
         )
     if linalg_ext.mask_replaces(op):
-        return (
-            ": its mask replaces masked scores (masked_fill or where with -inf), where "
-            "IREE's op adds it (a NaN or inf score at a masked key would reach the row)"
+        remarks.emit(
+            op.location,
+            "attention left to IREE's op, which adds its mask: a NaN or inf score at a key "
+            "masked_fill drops reaches the row here (the online softmax, the sm_90 and "
+            "Vulkan kernels drop it)",
         )
     return None
 
