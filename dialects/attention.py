@@ -65,6 +65,27 @@ def _is_cast(op: ir.Operation) -> bool:
     return any(linalg.is_elementwise_payload(op, name) for name in ("arith.extf", "arith.truncf"))
 
 
+# torch-mlir lowers a view it cannot prove to be an expand or a collapse (einsum and
+# view with dynamic sizes) to tensor.reshape, whose sizes are only known at run time.
+_DYNAMIC_RESHAPE = (
+    "the scores or probabilities pass through tensor.reshape (a view or einsum with "
+    "dynamic sizes), whose shape detection cannot prove; F.scaled_dot_product_attention "
+    "or static shapes are fused"
+)
+
+
+def _leads_to_softmax(value: ir.Value, depth: int = 6) -> bool:
+    """Whether ``value`` is a softmax's result, through casts and reshapes."""
+    op = linalg.producer(value)
+    if op is None or depth == 0:
+        return False
+    if isinstance(softmax.match(op), softmax.Softmax):
+        return True
+    if op.name in (*_RESHAPES, "tensor.reshape") or (linalg.is_generic(op) and _is_cast(op)):
+        return _leads_to_softmax(op.operands[0], depth - 1)
+    return False
+
+
 def _leads_to_matmul(value: ir.Value, depth: int = 12) -> bool:
     """Whether ``value`` comes from a batch_matmul through reshapes and elementwise ops."""
     op = linalg.producer(value)
@@ -72,7 +93,7 @@ def _leads_to_matmul(value: ir.Value, depth: int = 12) -> bool:
         return False
     if _is_plain_batch_matmul(op):
         return True
-    if op.name in _RESHAPES:
+    if op.name in (*_RESHAPES, "tensor.reshape"):
         return _leads_to_matmul(op.operands[0], depth - 1)
     if linalg.is_generic(op) and not linalg.reduction_dims(op):
         return any(_leads_to_matmul(v, depth - 1) for v in linalg.inputs(op))
@@ -104,6 +125,8 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
     ):
         replaced.append(op)
         op = linalg.producer(op.operands[0])
+    if op is not None and op.name == "tensor.reshape" and _leads_to_softmax(op.operands[0]):
+        return NearMiss(pv, _DYNAMIC_RESHAPE)
     found = softmax.match(op) if op is not None else None
     if not isinstance(found, softmax.Softmax):
         return None
@@ -124,6 +147,8 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
         if _is_plain_batch_matmul(op):
             qk = op
             break
+        if op.name == "tensor.reshape":
+            return NearMiss(pv, _DYNAMIC_RESHAPE)
         if op.name in _RESHAPES:
             score_ops.append(op)
             score_inputs.append(0)
