@@ -134,7 +134,10 @@ class CompilerSession:
             if not invocation.execute():
                 raise CompileError("VM bytecode serialisation", seen)
             output = Output.open_membuffer()
-            invocation.output_vm_bytecode(output)
+            try:
+                invocation.output_vm_bytecode(output)
+            except ValueError:  # the bindings' "failed to generate bytecode": seen says why
+                raise CompileError("VM bytecode serialisation", seen) from None
             return bytes(output.map_memory())
         finally:
             invocation.close()

@@ -46,10 +46,13 @@ class CompiledModule:
 
     def save(self, path: str | Path) -> Path:
         """Writes the .vmfb (or, for an earlier stage, the MLIR text with every constant)
-        to ``path``."""
+        to ``path``. The .vmfb carries the SHA-256 of its bytes, which ``fc.load`` checks:
+        a file altered since (a flipped bit, a truncated copy) is refused, not run."""
+        from fusion_compiler.runtime import seal
+
         path = Path(path)
         if self.vmfb is not None:
-            path.write_bytes(self.vmfb)
+            path.write_bytes(seal(self.vmfb))
         else:
             path.write_text(self._full_mlir() if self._full_mlir else self.mlir or "")
         return path

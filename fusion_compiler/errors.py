@@ -108,3 +108,65 @@ class EmptyModuleError(FusionCompilerError):
             f"{where} holds no function: nothing to compile; give MLIR with a func.func "
             "(the entry point), or a .pt2 saved by torch.export.save"
         )
+
+
+class ExampleInputError(FusionCompilerError, ValueError):
+    """``example_args`` that torch.export cannot trace the model with as given."""
+
+    def __init__(self, index: int | None, problem: str, advice: str):
+        self.index = index  # position in example_args; None for example_args as a whole
+        self.problem = problem
+        where = "example_args" if index is None else f"example_args[{index}]"
+        super().__init__(f"{where} {problem}; {advice}")
+
+
+class TrainingModeError(FusionCompilerError):
+    """The model is in training mode and holds layers that behave differently there."""
+
+    def __init__(self, model: str, modules: list[tuple[str, str]]):
+        self.modules = modules  # (qualified name, class name)
+        listed = ", ".join(f"{name or '<the model>'!r} ({kind})" for name, kind in modules)
+        super().__init__(
+            f"{model} is in training mode, where {listed} compute what they do not in "
+            "inference (batch statistics and their running update, random dropout); a "
+            "compiled module runs inference: call model.eval() before fc.compile"
+        )
+
+
+class DimensionMismatchError(ArgumentError):
+    """Dynamic dimensions the module was exported with as equal (or derived from one
+    another) do not agree in a call."""
+
+    def __init__(self, function: str, index: int, dim: int, got: int, expected: int, rule: str):
+        self.function = function
+        self.index = index
+        self.dim = dim
+        self.got = got
+        self.expected = expected
+        self.rule = rule  # e.g. "args[1].shape[2]" or "2 * args[1].shape[2]"
+        super().__init__(
+            f"{function}: argument {index} has size {got} in dim {dim}, expected {expected}: "
+            f"args[{index}].shape[{dim}] == {rule} in the exported program; give tensors "
+            "whose dims agree, or export with dynamic_shapes that leave them independent"
+        )
+
+
+class ModuleFileError(FusionCompilerError):
+    """What ``fc.load`` was given is not a module it can load (a folder, a file it cannot
+    read, bytes that are not an IREE module)."""
+
+    def __init__(self, path: object, problem: str, advice: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{path}: {problem}; {advice}")
+
+
+class DamagedFileError(FusionCompilerError):
+    """A file whose bytes differ from those written: a checksum it carries does not match."""
+
+    def __init__(self, path: object, part: str, advice: str):
+        self.path = str(path)
+        self.part = part  # what the failing checksum covers
+        super().__init__(
+            f"{path}: {part} does not match its checksum (the file is damaged); {advice}"
+        )

@@ -2,20 +2,45 @@
 
 Torch export and the torch-mlir FX importer (shipped in iree-base-compiler) do the
 work; aten lowering is IREE's torch input pipeline, not ours.
+
+torch.export keeps its tracing state in process globals (two exports at once in two
+threads fail, each blaming its inputs), so everything here that traces or reads a torch
+program holds ``TORCH_LOCK``; what follows in ``fc.compile`` (IREE's sessions, each with
+its own MLIR context and options, and our passes) runs in parallel across threads.
 """
 
 from __future__ import annotations
 
+import json
+import re
+import threading
 import traceback
 import warnings
+import zipfile
 from pathlib import Path
 
+import sympy
 import torch
+import torch.utils._pytree as pytree
+from torch import nn
+from torch.export.graph_signature import ConstantArgument, OutputKind
+from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
-from fusion_compiler import decompositions, diagnostics
-from fusion_compiler.errors import FusionCompilerError, MLIRParseError
+from fusion_compiler import decompositions, diagnostics, signature
+from fusion_compiler.errors import (
+    DamagedFileError,
+    Diagnostic,
+    ExampleInputError,
+    FusionCompilerError,
+    InputFileError,
+    MLIRParseError,
+    TrainingModeError,
+    UnsupportedOpError,
+)
 from fusion_compiler.ir import FxImporter, ir, passmanager
 from fusion_compiler.stages import Stage
+
+TORCH_LOCK = threading.RLock()
 
 # Torch ops that lower to nothing on their own (constants, lists) and so never explain a failure.
 _STRUCTURAL_TORCH_OPS = ("torch.constant.", "torch.prim.ListConstruct", "torch_c.")
@@ -60,23 +85,32 @@ def _export_error(model: torch.nn.Module, example_args: tuple, exc: Exception):
 
 def load_model(
     model: object,
-    example_args: tuple = (),
+    example_args: object = (),
     example_kwargs: dict | None = None,
     dynamic_shapes: object = None,
 ) -> torch.export.ExportedProgram | str:
-    """An ExportedProgram for torch models, or the MLIR text for MLIR input."""
+    """An ExportedProgram for torch models, or the MLIR text for MLIR input.
+
+    ``example_args`` may be one tensor (taken as the 1-tuple, as torch.onnx.export and
+    torch.jit.trace take it: a tensor can only be one argument) or a list. Tensors on the
+    meta device stand for real ones of their shape and dtype: torch.export reads nothing
+    else of an example input, so they are traced as zeros on the model's device."""
     if isinstance(model, torch.export.ExportedProgram):
         return model
     if isinstance(model, torch.nn.Module):
+        example_args = _example_args(example_args)
         if not example_args and not example_kwargs:
             raise FusionCompilerError(
                 f"compiling a {type(model).__name__} needs example inputs: "
                 "fc.compile(model, example_args=(x, ...))"
             )
+        _check_inference_mode(model)
+        example_args, example_kwargs = _materialised(model, example_args, example_kwargs)
         try:
-            return torch.export.export(
-                model, _unalias(example_args), example_kwargs, dynamic_shapes=dynamic_shapes
-            )
+            with TORCH_LOCK:
+                return torch.export.export(
+                    model, _unalias(example_args), example_kwargs, dynamic_shapes=dynamic_shapes
+                )
         except Exception as exc:  # the model failed on its example inputs: say where
             raise _export_error(model, example_args, exc) from None
     if isinstance(model, Path) or (isinstance(model, str) and _looks_like_path(model)):
@@ -84,7 +118,7 @@ def load_model(
         if not path.exists():
             raise FusionCompilerError(f"{path}: no such file")
         if path.suffix == ".pt2":
-            return _restore_list_values(torch.export.load(str(path)))
+            return _load_pt2(path)
         if path.suffix == ".mlir":
             return path.read_text()
         raise FusionCompilerError(
@@ -97,6 +131,90 @@ def load_model(
         f"cannot compile a {type(model).__name__}: expected an nn.Module with example_args, "
         "a torch.export.ExportedProgram, a .pt2 or .mlir path, or MLIR text"
     )
+
+
+def _example_args(example_args: object) -> tuple:
+    if example_args is None:
+        return ()
+    if isinstance(example_args, tuple):
+        return example_args
+    if isinstance(example_args, torch.Tensor):
+        return (example_args,)
+    if isinstance(example_args, list):
+        return tuple(example_args)
+    if isinstance(example_args, dict):
+        raise ExampleInputError(
+            None,
+            "is a dict",
+            "pass keyword inputs as example_kwargs={...}, positional ones as example_args=(x, ...)",
+        )
+    raise ExampleInputError(
+        None,
+        f"is a {type(example_args).__name__}",
+        "give the model's positional inputs as a tuple: example_args=(x, ...)",
+    )
+
+
+# Layers whose forward in training mode is not their inference one: (class, whether an
+# instance's differs). Norms with running statistics use the batch's and update theirs
+# (a buffer written in place, which the importer cannot lower); dropout drops at random.
+_TRAINING_ONLY: tuple[tuple[type, object], ...] = (
+    (nn.modules.batchnorm._BatchNorm, lambda m: m.track_running_stats),
+    (nn.modules.instancenorm._InstanceNorm, lambda m: m.track_running_stats),
+    (nn.modules.dropout._DropoutNd, lambda m: m.p > 0),
+)
+
+
+def _check_inference_mode(model: nn.Module) -> None:
+    found = [
+        (name, type(module).__name__)
+        for name, module in model.named_modules()
+        if module.training
+        and any(isinstance(module, kind) and differs(module) for kind, differs in _TRAINING_ONLY)
+    ]
+    if found:
+        raise TrainingModeError(type(model).__name__, found)
+
+
+def _materialised(model: nn.Module, args: tuple, kwargs: dict | None) -> tuple[tuple, dict | None]:
+    """Meta tensors among the example inputs replaced by zeros on the model's device."""
+    state = [t for t in (*model.parameters(), *model.buffers()) if not t.is_meta]
+    device = state[0].device if state else torch.device("cpu")
+
+    def real(tensor: torch.Tensor) -> torch.Tensor:
+        if not tensor.is_meta:
+            return tensor
+        return torch.zeros(tensor.shape, dtype=tensor.dtype, device=device)
+
+    return pytree.tree_map_only(torch.Tensor, real, (args, kwargs))
+
+
+def _load_pt2(path: Path) -> torch.export.ExportedProgram:
+    """torch.export.load, after the archive's CRC-32s are checked: PyTorch's reader skips
+    them, so a damaged weight would otherwise compile into the module unnoticed."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise InputFileError(
+            path,
+            f"is not a torch.export archive ({exc})",
+            "save the program with torch.export.save(program, path)",
+        ) from None
+    if damaged is not None:
+        raise DamagedFileError(
+            path, f"its entry {damaged!r}", "save the program again with torch.export.save"
+        )
+    try:
+        with TORCH_LOCK:
+            return _restore_list_values(torch.export.load(str(path)))
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise InputFileError(
+            path,
+            f"could not be read by torch.export.load ({type(exc).__name__}: {first})",
+            "save it again with torch.export.save (from the torch version installed here)",
+        ) from None
 
 
 def _unalias(args: tuple) -> tuple:
@@ -195,19 +313,112 @@ def import_model(
     in-place rewrites leave the caller's as it was). An operator the torch dialect has no
     definition of (imported as ``torch.operator``) cannot be lowered; where PyTorch
     defines it by composition of others, the program is imported again with it
-    decomposed."""
+    decomposed. The program's dynamic dims, and how they relate, go with the module
+    (``signature.DIMS_KEY``) for the runtime to check calls against."""
     if not isinstance(source, torch.export.ExportedProgram):
         module = parse(source, context, filename)
         return module, _stage_of(module)
     decompose: frozenset = frozenset()
-    while True:
-        module = _import_program(functional(source, decompose), context)
-        composite = composite_ops(source, _unregistered_ops(module.operation)) - decompose
-        if not composite:
-            return module, Stage.TORCH
-        # the module is Python's: dropped here, freed once (an erase() would free it twice)
-        del module
-        decompose |= composite
+    with TORCH_LOCK:
+        while True:
+            program = functional(source, decompose)
+            results = _constant_outputs_dropped(program)
+            module = _import_program(program, context)
+            names = {name for name, _ in _torch_operators(module.operation)}
+            composite = composite_ops(program, names) - decompose
+            if not composite:
+                break
+            # the module is Python's: dropped here, freed once (an erase() would free it twice)
+            del module
+            decompose |= composite
+        dims = dynamic_dims(source)
+    entries = {signature.DIMS_KEY: dims, signature.RESULTS_KEY: results}
+    _attach_to_entry_point(module.operation, {k: v for k, v in entries.items() if v})
+    return module, Stage.TORCH
+
+
+def _constant_outputs_dropped(program: torch.export.ExportedProgram) -> str | None:
+    """Takes the constants (a ``None`` as MultiheadAttention's weights) out of the
+    program's results, which IREE cannot return; JSON of the results' order, ``{}`` for
+    a tensor and ``{"value": v}`` for a constant, for the runtime to put them back."""
+    specs = program.graph_signature.output_specs
+    constant = [
+        s.kind == OutputKind.USER_OUTPUT and isinstance(s.arg, ConstantArgument) for s in specs
+    ]
+    if not any(constant):
+        return None
+    values = [s.arg.value for s, c in zip(specs, constant, strict=True) if c]
+    if not all(v is None or isinstance(v, (bool, int, float, str)) for v in values):
+        return None  # the importer says what it cannot return
+    order = [
+        {"value": s.arg.value} if c else {}
+        for s, c in zip(specs, constant, strict=True)
+        if s.kind == OutputKind.USER_OUTPUT
+    ]
+    output = next(n for n in program.graph.nodes if n.op == "output")
+    kept = [v for v, c in zip(output.args[0], constant, strict=True) if not c]
+    output.args = (tuple(kept),)
+    specs[:] = [s for s, c in zip(specs, constant, strict=True) if not c]
+    return json.dumps(order)
+
+
+def dynamic_dims(program: torch.export.ExportedProgram) -> str | None:
+    """Each tensor input's dims as ``;``-separated arguments of ``,``-separated dims: the
+    empty string for a static dim (or one we cannot express), else an expression over
+    the program's symbols (``s0``, ``2 * s0``). None when no input has a dynamic dim."""
+    placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    arguments: list[list[str]] = []
+    for name in program.graph_signature.user_inputs:
+        value = placeholders[name].meta.get("val") if name in placeholders else None
+        if not isinstance(value, torch.Tensor):
+            return None  # non-tensor inputs do not become buffer views: no alignment
+        arguments.append(
+            [
+                (_expression(d.node.expr) or "") if isinstance(d, torch.SymInt) else ""
+                for d in value.shape
+            ]
+        )
+    if not any(any(dims) for dims in arguments):
+        return None
+    return ";".join(",".join(dims) for dims in arguments)
+
+
+def _expression(expr: sympy.Expr) -> str | None:
+    """A sympy size expression in the runtime's arithmetic (+, *, //, %), or None."""
+    if expr.is_Symbol:
+        return str(expr)
+    if expr.is_Integer:
+        return str(int(expr))
+    if expr.is_Add:
+        operator = " + "
+    elif expr.is_Mul:
+        operator = " * "
+    elif isinstance(expr, FloorDiv):
+        operator = " // "
+    elif isinstance(expr, (Mod, PythonMod)):
+        operator = " % "
+    else:
+        return None
+    parts = [_expression(a) for a in expr.args]
+    if any(p is None for p in parts):
+        return None
+    return "(" + operator.join(parts) + ")"
+
+
+def _attach_to_entry_point(module: ir.Operation, entries: dict[str, str]) -> None:
+    """Facts of the program for ``signature.attach`` to put in the entry point's
+    reflection, as module attributes ``{key = {function = "..."}}``."""
+    functions = [
+        ir.StringAttr(op.attributes["sym_name"]).value
+        for op in module.regions[0].blocks[0].operations
+        if op.operation.name == "func.func"
+    ]
+    if len(functions) != 1:
+        return
+    context = module.context
+    for key, value in entries.items():
+        entry = {functions[0]: ir.StringAttr.get(value, context=context)}
+        module.attributes[key] = ir.DictAttr.get(entry, context=context)
 
 
 def _import_program(program: torch.export.ExportedProgram, context: ir.Context) -> ir.Module:
@@ -215,36 +426,99 @@ def _import_program(program: torch.export.ExportedProgram, context: ir.Context) 
     try:
         importer.import_frozen_program(_frozen_state(program))
     except Exception as exc:  # the importer met a value or an op it cannot type
-        raise FusionCompilerError(
-            f"the FX importer could not import the program: {type(exc).__name__}: {exc}"
-        ) from None
+        node = _node_being_imported(exc)
+        if node is None:
+            raise FusionCompilerError(
+                f"the FX importer could not import the program: {type(exc).__name__}: {exc}"
+            ) from None
+        reason = f"the FX importer cannot import it: {type(exc).__name__}: {exc}"
+        raise UnsupportedOpError([(f"{_node_op(node)} ({reason})", _node_line(node))]) from None
     return importer.module
 
 
-def _unregistered_ops(module: ir.Operation) -> set[str]:
-    """Names of the ``torch.operator`` ops: aten ops the torch dialect does not define."""
-    names: set[str] = set()
+def _node_being_imported(exc: Exception) -> torch.fx.Node | None:
+    """The graph node the importer was at: the innermost of its frames' ``node``."""
+    node, frame = None, exc.__traceback__
+    while frame is not None:
+        candidate = frame.tb_frame.f_locals.get("node")
+        if isinstance(candidate, torch.fx.Node):
+            node = candidate
+        frame = frame.tb_next
+    return node
+
+
+def _node_op(node: torch.fx.Node) -> str:
+    if isinstance(node.target, torch._ops.OpOverload):
+        return "torch." + str(node.target).removesuffix(".default")
+    return f"{node.op} {node.name}"
+
+
+_TRACE_LINE = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def _node_line(node: torch.fx.Node) -> str:
+    """``file:line:0`` of the model's line that made ``node`` (as the importer's locations)."""
+    found = _TRACE_LINE.findall(node.meta.get("stack_trace") or "")
+    if not found:
+        return "<unknown location>"
+    path, line = found[-1]
+    return f"{path}:{line}:0"
+
+
+def _torch_operators(module: ir.Operation) -> list[tuple[str, str]]:
+    """The ``torch.operator`` ops (aten ops the torch dialect does not define, which
+    nothing can lower) by aten name, with their source lines."""
+    found: list[tuple[str, str]] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name == "torch.operator":
-            names.add(ir.StringAttr(op.attributes["name"]).value)
+            name = ir.StringAttr(op.attributes["name"]).value
+            found.append((name, diagnostics.render_location(op.location)))
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)
-    return names
+    return found
 
 
 def parse(text: str, context: ir.Context, filename: str = "<input>") -> ir.Module:
-    """Parses and verifies MLIR text; malformed text raises MLIRParseError with line:col."""
+    """Parses and verifies MLIR text; malformed text raises MLIRParseError with line:col.
+
+    IREE's context takes ops of dialects it does not know (verified as opaque), which no
+    pass can lower and IREE's compiler crashes on (segfaults): they are refused here."""
     try:
         module = ir.Module.parse(text, context)
     except ir.MLIRError as exc:
         raise MLIRParseError(diagnostics.errors_of(exc, filename)) from None
+    unknown = _unregistered_ops(module.operation, filename)
+    if unknown:
+        raise MLIRParseError(unknown)
     with diagnostics.collect(context, filename) as seen:
         valid = module.operation.verify()
     if not valid or any(d.severity == "error" for d in seen):
         raise MLIRParseError([d for d in seen if d.severity in ("error", "note")])
     return module
+
+
+def _unregistered_ops(module: ir.Operation, filename: str) -> list[Diagnostic]:
+    """An error for each op that no dialect in the context defines."""
+    context = module.context
+    found: list[Diagnostic] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if not context.is_registered_operation(op.name):
+            found.append(
+                Diagnostic(
+                    "error",
+                    diagnostics.render_location(op.location, filename),
+                    f"unregistered operation '{op.name}': no dialect of the compiler defines "
+                    "it, so nothing can lower it; write it with ops of func, arith, math, "
+                    "tensor, linalg or torch",
+                )
+            )
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    return found
 
 
 def _stage_of(module: ir.Module) -> Stage:
@@ -262,28 +536,30 @@ def _stage_of(module: ir.Module) -> Stage:
 
 
 def unsupported_ops(torch_module: ir.Operation) -> list[tuple[str, str]]:
-    """The torch ops that IREE's input pipeline leaves unconverted, with their source lines.
+    """The torch ops that IREE's input pipeline cannot convert, with their source lines.
 
-    Runs on (and consumes) a copy of the torch-stage module.
+    A ``torch.operator`` fails the backend contract that the pipeline verifies first, so
+    the whole module comes back unconverted: those ops alone are named. Otherwise, the
+    ops the conversions leave behind; where a pass fails instead, what its errors point
+    at. Runs on (and consumes) a copy of the torch-stage module.
     """
+    undefined = _torch_operators(torch_module)
+    if undefined:
+        return undefined
     context = torch_module.context
     pm = passmanager.PassManager.parse(_PARTIAL_TORCH_LOWERING, context=context)
     with diagnostics.collect(context) as seen:
         try:
             pm.run(torch_module)
-        except ir.MLIRError:
-            pass  # the leftover ops below, or the diagnostics, say what went wrong
+        except ir.MLIRError:  # the module is as the failing pass left it: its errors say why
+            return [(d.message.splitlines()[0], d.location) for d in seen if d.severity == "error"]
     found: list[tuple[str, str]] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         name = op.name
         if name.startswith("torch.") and not name.startswith(_STRUCTURAL_TORCH_OPS):
-            if name == "torch.operator":
-                name = ir.StringAttr(op.attributes["name"]).value
             found.append((name, diagnostics.render_location(op.location)))
         return ir.WalkResult.ADVANCE
 
     torch_module.walk(visit)
-    if not found:
-        found = [(d.message, d.location) for d in seen if d.severity == "error"]
     return found

@@ -6,7 +6,14 @@ compiler, so it works on deploy-only machines.
 
 from __future__ import annotations
 
+import ast
+import hashlib
+import io
+import json
+import operator
 import re
+import struct
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +22,13 @@ import numpy as np
 import torch
 from torch.utils.dlpack import from_dlpack, to_dlpack
 
-from fusion_compiler.errors import ArgumentError, FusionCompilerError
+from fusion_compiler.errors import (
+    ArgumentError,
+    DamagedFileError,
+    DimensionMismatchError,
+    FusionCompilerError,
+    ModuleFileError,
+)
 
 # nanobind's leak report at interpreter exit is about the runtime's bindings, not user code.
 rt._binding.disable_leak_checker()
@@ -67,6 +80,71 @@ def _specs(text: str) -> list[TensorSpec | None]:
     return [None if item == "*" else TensorSpec.parse(item[7:-1]) for item in text.split(";")]
 
 
+# The arithmetic of the front end's size expressions (frontend._expression).
+_ARITHMETIC = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+}
+
+
+def _evaluate(node: ast.expr, values: dict[str, int]) -> int:
+    if isinstance(node, ast.Name):
+        return values[node.id]
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_evaluate(node.operand, values)
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        left, right = _evaluate(node.left, values), _evaluate(node.right, values)
+        return _ARITHMETIC[type(node.op)](left, right)
+    raise ValueError(f"not a size expression: {ast.unparse(node)}")
+
+
+@dataclass(frozen=True)
+class _Dim:
+    """A dynamic dim of an argument and what it is in the program's symbols."""
+
+    index: int
+    dim: int
+    expression: ast.expr
+    symbols: frozenset[str]
+
+    @property
+    def name(self) -> str:
+        return f"args[{self.index}].shape[{self.dim}]"
+
+
+def _dims(text: str) -> list[_Dim]:
+    """``;``-separated arguments of ``,``-separated dims (signature.DIMS_KEY); dims whose
+    expression is not plain arithmetic over symbols are left unchecked."""
+    found = []
+    for index, argument in enumerate(text.split(";")):
+        for dim, expression in enumerate(argument.split(",")):
+            if not expression:
+                continue
+            try:
+                tree = ast.parse(expression, mode="eval").body
+                symbols = frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
+                _evaluate(tree, dict.fromkeys(symbols, 1))
+            except (SyntaxError, ValueError, ArithmeticError):
+                continue
+            found.append(_Dim(index, dim, tree, symbols))
+    return found
+
+
+class _Renamed(ast.NodeTransformer):
+    """Symbols replaced by the argument dims that bind them, for messages."""
+
+    def __init__(self, names: dict[str, str]):
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        return ast.parse(self.names.get(node.id, node.id), mode="eval").body
+
+
 class _Timeline:
     """One semaphore per module: calls submitted to it run in submission order."""
 
@@ -109,14 +187,21 @@ class Function:
         elif "iree.abi.declaration" in reflection:
             declaration = reflection["iree.abi.declaration"]
             self.inputs = [TensorSpec.parse(t) for t in _TENSOR.findall(declaration.split("->")[0])]
+        # how the dynamic dims relate (K and V of one length), where the front end knew it
+        self.dims = _dims(reflection["fusion.dims"]) if "fusion.dims" in reflection else []
+        self._results = None
+        if "fusion.results" in reflection:
+            self._results = json.loads(reflection["fusion.results"])
 
     def __call__(self, *args: torch.Tensor | np.ndarray):
         tensors, on_gpu = self._arguments(args)
         results = self._function(*[self._to_device(t) for t in tensors])
         convert = self._to_cuda if on_gpu else self._to_torch
-        if isinstance(results, (tuple, list)):
-            return tuple(convert(r) for r in results)
-        return convert(results)
+        if results is None:
+            results = []
+        elif not isinstance(results, (tuple, list)):
+            results = [results]
+        return self._model_results([convert(r) for r in results])
 
     def submit(self, *args: torch.Tensor | np.ndarray) -> Pending:
         """Queues the call without waiting for it (as CUDA launches are queued); calls
@@ -134,7 +219,17 @@ class Function:
         results = rt.VmVariantList(1)
         context.invoke(function, arguments, results)
         convert = self._to_cuda if on_gpu else self._host_result
-        return Pending(done, results, convert)
+        return Pending(done, results, convert, self._model_results)
+
+    def _model_results(self, tensors: list[torch.Tensor]):
+        """What the model's forward returned: the module's tensors, with the constants
+        (None) the compiled program could not return put back in their places."""
+        if self._results is not None:
+            remaining = iter(tensors)
+            values = [slot["value"] if slot else next(remaining) for slot in self._results]
+        else:
+            values = tensors
+        return values[0] if len(values) == 1 else tuple(values)
 
     def _arguments(self, args: tuple) -> tuple[list[torch.Tensor], bool]:
         """The checked tensors of a call, and whether it runs on CUDA tensors."""
@@ -144,6 +239,7 @@ class Function:
                 f"{self.name} takes {len(self.inputs)} tensor argument(s) "
                 f"({'; '.join(str(s or 'any tensor') for s in self.inputs)}), got {len(tensors)}"
             )
+        self._check_dims(tensors)
         on_gpu = self._zero_copy and any(t.is_cuda for t in tensors)
         if on_gpu:
             torch.cuda.current_stream().synchronize()  # IREE reads on its own stream
@@ -154,11 +250,16 @@ class Function:
 
     def _check(self, index: int, arg: object) -> torch.Tensor:
         if isinstance(arg, np.ndarray):
-            arg = torch.from_numpy(arg)
+            arg = self._from_numpy(index, arg)
         if not isinstance(arg, torch.Tensor):
             raise ArgumentError(
                 f"{self.name}: argument {index} is a {type(arg).__name__}; "
                 "expected a torch.Tensor or numpy.ndarray"
+            )
+        if arg.layout != torch.strided or arg.is_meta:
+            kind = "on the meta device (it has no data)" if arg.is_meta else f"{arg.layout}"
+            raise ArgumentError(
+                f"{self.name}: argument {index} is {kind}; give a dense tensor with its values"
             )
         if self.inputs is not None and index < len(self.inputs):
             spec = self.inputs[index]
@@ -168,6 +269,45 @@ class Function:
                     f"{self.name}: argument {index} has shape/dtype {got}, expected {spec}"
                 )
         return arg
+
+    def _from_numpy(self, index: int, array: np.ndarray) -> torch.Tensor:
+        """A tensor of ``array``'s values: torch takes neither negative strides nor a
+        non-native byte order, so those are copied into native, contiguous memory."""
+        if not array.dtype.isnative:
+            array = array.astype(array.dtype.newbyteorder("="))
+        array = np.ascontiguousarray(array)
+        if not array.flags.writeable:  # torch warns of tensors over read-only memory
+            array = array.copy()
+        try:
+            return torch.from_numpy(array)
+        except TypeError:
+            raise ArgumentError(
+                f"{self.name}: argument {index} is a numpy array of {array.dtype}, which "
+                "torch has no dtype for; convert it to one the module takes"
+            ) from None
+
+    def _check_dims(self, tensors: list[torch.Tensor]) -> None:
+        """Dynamic dims the exported program ties together (the same symbol, or one
+        derived from another) agree: IREE runs such a call, on memory past the shorter."""
+        if not self.dims or len(tensors) <= max(d.index for d in self.dims):
+            return
+        values: dict[str, int] = {}
+        names: dict[str, str] = {}
+        for dim in self.dims:  # each symbol's value is the first dim that is just it
+            if isinstance(dim.expression, ast.Name) and dim.expression.id not in values:
+                values[dim.expression.id] = tensors[dim.index].shape[dim.dim]
+                names[dim.expression.id] = dim.name
+        for dim in self.dims:
+            if not dim.symbols <= values.keys():
+                continue
+            got = tensors[dim.index].shape[dim.dim]
+            try:
+                expected = _evaluate(dim.expression, values)
+            except ArithmeticError:  # a dim // 0: one of its factors is wrong; IREE says which
+                continue
+            if got != expected:
+                rule = ast.unparse(_Renamed(names).visit(dim.expression))
+                raise DimensionMismatchError(self.name, dim.index, dim.dim, got, expected, rule)
 
     def _to_device(self, tensor: torch.Tensor) -> rt.DeviceArray | rt.HalBufferView:
         if self._zero_copy and tensor.is_cuda:
@@ -237,8 +377,9 @@ def _staged_to_host(device: rt.HalDevice, result: rt.DeviceArray) -> np.ndarray:
 class Pending:
     """A call submitted with ``Function.submit``: its results once its fence is reached."""
 
-    def __init__(self, fence: rt.HalFence, results: rt.VmVariantList, convert) -> None:
+    def __init__(self, fence: rt.HalFence, results: rt.VmVariantList, convert, structure) -> None:
         self._fence, self._results, self._convert = fence, results, convert
+        self._structure = structure
 
     def wait(self) -> None:
         self._fence.wait()
@@ -250,7 +391,7 @@ class Pending:
             self._convert(self._results.get_as_ref(i).deref(rt.HalBufferView))
             for i in range(self._results.size)
         ]
-        return values[0] if len(values) == 1 else tuple(values)
+        return self._structure(values)
 
 
 # IREE's CUDA driver flags, set once before the first CUDA device is made. Measured on
@@ -271,7 +412,8 @@ def _set_device_flags(device: str) -> None:
 class LoadedModule:
     """A compiled module on a device. ``run(x)`` calls ``main``; ``run["f"](x)`` another."""
 
-    def __init__(self, vmfb: bytes, device: str):
+    def __init__(self, vmfb: bytes, device: str, source: str = "the module's bytes"):
+        check_intact(vmfb, source)
         _set_device_flags(device)
         try:
             self.config = rt.Config(device)
@@ -284,7 +426,11 @@ class LoadedModule:
         try:
             self._vm_module = rt.VmModule.copy_buffer(self.config.vm_instance, vmfb)
         except (ValueError, RuntimeError) as exc:
-            raise FusionCompilerError(f"not a loadable IREE module: {exc}") from None
+            raise ModuleFileError(
+                source,
+                f"not a loadable IREE module ({exc})",
+                "give a .vmfb from fc.compile (CompiledModule.save) or iree-compile",
+            ) from None
         self._context = rt.SystemContext(config=self.config)
         try:  # the device builds the module's executables here
             self._context.add_vm_module(self._vm_module)
@@ -333,12 +479,26 @@ class LoadedModule:
 
 
 def load(module: object, device: str = "local-task") -> LoadedModule:
-    """Loads a compiled module: a ``.vmfb`` path, its bytes, or what ``fc.compile`` returned."""
+    """Loads a compiled module: a ``.vmfb`` path, its bytes, or what ``fc.compile`` returned.
+
+    A module whose bytes changed since it was written is refused (``check_intact``):
+    IREE verifies only the structure of its FlatBuffer, and runs altered code or
+    constants (a crash, SIGILL, or wrong numbers)."""
     if isinstance(module, (str, Path)):
         path = Path(module)
         if not path.exists():
             raise FusionCompilerError(f"{path}: no such file")
-        return LoadedModule(path.read_bytes(), device)
+        if path.is_dir():
+            inside = sorted(p.name for p in path.glob("*.vmfb"))[:3]
+            hint = f" ({', '.join(inside)})" if inside else ""
+            raise ModuleFileError(path, "is a folder", f"give the .vmfb file in it{hint}")
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ModuleFileError(
+                path, f"cannot be read ({exc.strerror})", "check its permissions"
+            ) from None
+        return LoadedModule(data, device, source=str(path))
     if isinstance(module, (bytes, bytearray, memoryview)):
         return LoadedModule(bytes(module), device)
     vmfb = getattr(module, "vmfb", None)
@@ -349,4 +509,58 @@ def load(module: object, device: str = "local-task") -> LoadedModule:
             else f"cannot load a {type(module).__name__}: expected a .vmfb path, bytes or "
             "the result of fc.compile"
         )
-    return LoadedModule(vmfb, device)
+    return LoadedModule(vmfb, device, source="the compiled module")
+
+
+# What CompiledModule.save writes after IREE's module: the SHA-256 of all that precedes it,
+# as the comment of the module's ZIP directory (a .vmfb is a FlatBuffer that is also a
+# ZIP archive of its parts), so that it stays a ZIP and a module IREE's tools load.
+_SEAL = b"fusion_compiler sha256="
+_SEAL_SIZE = len(_SEAL) + 64
+_END_OF_ZIP = b"PK\x05\x06"  # the end of central directory record: 22 bytes, then a comment
+_END_SIZE = 22
+_ADVICE = "compile it again, or copy it again from where it was compiled"
+
+
+def seal(vmfb: bytes) -> bytes:
+    """``vmfb`` with its SHA-256 after it, for ``check_intact`` to verify."""
+    if _sealed(vmfb):
+        return vmfb
+    data = bytearray(vmfb)
+    end = len(data) - _END_SIZE
+    if end >= 0 and data[end : end + 4] == _END_OF_ZIP:  # no comment yet: the seal is it
+        struct.pack_into("<H", data, end + 20, _SEAL_SIZE)
+    return bytes(data + _SEAL + hashlib.sha256(data).hexdigest().encode())
+
+
+def _sealed(data: bytes) -> bool:
+    return len(data) > _SEAL_SIZE and data[-_SEAL_SIZE:].startswith(_SEAL)
+
+
+def check_intact(data: bytes, source: str) -> None:
+    """Raises DamagedFileError when ``data`` is not the module that was written.
+
+    A module CompiledModule.save wrote carries the SHA-256 of all its bytes; any other
+    (iree-compile's, or CompiledModule.vmfb written by hand) has IREE's CRC-32 of each of
+    its parts (FlatBuffer, constants, executables) in its ZIP directory; a module
+    compiled without that ZIP has no checksum, and loads unchecked."""
+    if _sealed(data):
+        digest = data[-64:]
+        if hashlib.sha256(memoryview(data)[:-_SEAL_SIZE]).hexdigest().encode() != digest:
+            raise DamagedFileError(
+                source, "the whole module (by the SHA-256 saved with it)", _ADVICE
+            )
+        return
+    end = len(data) - _SEAL_SIZE - _END_SIZE
+    if end >= 0 and data[end : end + 4] == _END_OF_ZIP:
+        if struct.unpack_from("<H", data, end + 20)[0] == _SEAL_SIZE:  # a seal, altered
+            raise DamagedFileError(source, "the whole module (its saved SHA-256 altered)", _ADVICE)
+    if data[:4] != b"PK\x03\x04":
+        return
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            damaged = archive.testzip()
+    except Exception as exc:  # zipfile's parse of bytes altered anywhere: BadZipFile and more
+        raise DamagedFileError(source, f"the module's ZIP directory ({exc})", _ADVICE) from None
+    if damaged is not None:
+        raise DamagedFileError(source, f"its part {damaged!r} (IREE's CRC-32 of it)", _ADVICE)

@@ -3,6 +3,9 @@
 The torch ABI passes ``!hal.buffer_view``s, which carry no shape or dtype, so the
 tensor types are read off the ``hal.tensor.import``/``export`` ops and stored as
 ``iree.reflection`` entries that the runtime reads back (``fusion_compiler.runtime``).
+What only the exported program knows, how dynamic dims relate (K and V of one length)
+and the constants (None) among the model's results, the front end leaves on the module
+(``DIMS_KEY``, ``RESULTS_KEY``: per function); ``attach`` moves it into the reflection.
 """
 
 from __future__ import annotations
@@ -11,6 +14,11 @@ from fusion_compiler.ir import ir
 
 INPUTS_KEY = "fusion.inputs"
 OUTPUTS_KEY = "fusion.outputs"
+# Per argument (``;``), per dim (``,``): "" or an expression over symbols, ``s0``, ``(2 * s0)``.
+DIMS_KEY = "fusion.dims"
+# JSON of the model's results in order: {} a tensor the module returns, {"value": v} a
+# constant the program returned (None) that the runtime puts back.
+RESULTS_KEY = "fusion.results"
 ANY = "*"  # an argument the module never reads: any tensor will do
 
 
@@ -45,6 +53,13 @@ def attach(module: ir.Operation) -> None:
     """Adds the signature to every public entry point with a ``$async`` body (torch ABI)."""
     functions = _functions(module)
     context = module.context
+    facts: dict[str, dict[str, str]] = {}  # key -> function -> value, from the front end
+    for key in (DIMS_KEY, RESULTS_KEY):
+        if key in module.attributes:
+            facts[key] = {
+                a.name: ir.StringAttr(a.attr).value for a in ir.DictAttr(module.attributes[key])
+            }
+            del module.attributes[key]
     for name, func in functions.items():
         body = functions.get(f"{name}$async")
         if body is None:
@@ -55,4 +70,10 @@ def attach(module: ir.Operation) -> None:
             entries = {a.name: a.attr for a in ir.DictAttr(func.attributes["iree.reflection"])}
         entries[INPUTS_KEY] = ir.StringAttr.get(";".join(inputs), context=context)
         entries[OUTPUTS_KEY] = ir.StringAttr.get(";".join(outputs), context=context)
+        dims = facts.get(DIMS_KEY, {}).get(name)
+        if dims is not None and dims.count(";") + 1 == len(inputs):
+            entries[DIMS_KEY] = ir.StringAttr.get(dims, context=context)
+        results = facts.get(RESULTS_KEY, {}).get(name)
+        if results is not None:
+            entries[RESULTS_KEY] = ir.StringAttr.get(results, context=context)
         func.attributes["iree.reflection"] = ir.DictAttr.get(entries, context=context)
