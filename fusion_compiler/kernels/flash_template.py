@@ -79,7 +79,7 @@ def attention(
     DV_PAD: tl.constexpr,
     CAUSAL: tl.constexpr,
     CAUSAL_OFFSET: tl.constexpr,  # keys > row + offset are masked
-    HAS_MASK: tl.constexpr,  # an additive mask (batch, N_Q, N_K), read or computed; see Spec
+    HAS_MASK: tl.constexpr,  # a mask (batch, N_Q, N_K), read or computed; see Spec.constants
     KV_GROUP: tl.constexpr,  # query heads per K/V head: K and V hold batch // KV_GROUP
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -358,7 +358,8 @@ def _key_block(
             # a fill at or below HAS_MASK (finfo.min of the mask's type) swamps the score
             # it is added to (fp16: s + -65504 rounds to -65504): the logit is the fill
             # alone, kept finite at -FLT_MAX/2 (finfo(f32).min overflows once scaled), so
-            # a row of nothing but fills gets PyTorch's equal weights; -inf stays -inf
+            # a row of nothing but fills gets PyTorch's equal weights; -inf stays -inf,
+            # whatever the score (masked_fill's mask takes this test at the lowest f32)
             if HAS_MASK < -1e30:  # f32 and bf16 fills; an fp16 one stays finite scaled
                 shift = tl.where(bias == -float("inf"), shift, tl.maximum(shift, -1.7014117e38))
             x = tl.where(bias <= HAS_MASK, shift, x + shift)
