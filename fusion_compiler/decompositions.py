@@ -29,7 +29,11 @@ def _bitwise(op: Callable) -> Callable:
 # Operators with a definition in the torch dialect but no lowering in IREE 3.13, which
 # PyTorch decomposes into ones with one. (Operators the torch dialect does not define at
 # all are decomposed by the front end when PyTorch defines them by composition.)
-_TORCH_DECOMPOSED = [aten.xlogy]
+_TORCH_DECOMPOSED = [
+    aten.xlogy,
+    aten._native_batch_norm_legit_no_training,  # BatchNorm in eval mode
+    aten._native_batch_norm_legit,
+]
 
 TABLE: dict[torch._ops.OpOverload, Callable] = {
     **get_decompositions(_TORCH_DECOMPOSED),

@@ -37,7 +37,17 @@ FORMS = {
     "diff": lambda: _Fn(lambda x: torch.diff(x, dim=-1)),
     "mT": lambda: _Fn(lambda x: x.mT @ x),
     "xlogy": lambda: _Fn(lambda x: torch.xlogy(x.abs(), x.abs() + 1)),
+    "batch-norm-eval": lambda: _batch_norm(),
 }
+
+
+def _batch_norm() -> torch.nn.Module:
+    norm = torch.nn.BatchNorm1d(8)
+    norm.running_mean.uniform_(-1, 1)
+    norm.running_var.uniform_(0.5, 2)
+    norm.weight.data.uniform_(0.5, 2)
+    norm.bias.data.uniform_(-1, 1)
+    return norm
 
 
 class _Fn(torch.nn.Module):
