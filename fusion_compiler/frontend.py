@@ -245,7 +245,7 @@ def functional(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch's pytree, on deepcopy
-            return program.run_decompositions(table)
+            return _sdpa_masks_at_query_rank(program.run_decompositions(table))
     except Exception as exc:  # a graph torch itself cannot retrace: say which, and why
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise FusionCompilerError(
@@ -254,6 +254,32 @@ def functional(
             "A module compiles without state: if the model updates its own buffers in place "
             "(a static KV cache), pass that state as inputs and return its new value."
         ) from None
+
+
+def _sdpa_masks_at_query_rank(
+    program: torch.export.ExportedProgram,
+) -> torch.export.ExportedProgram:
+    """SDPA's ``attn_mask`` viewed at Q's rank: IREE 3.13's torch lowering fails on a
+    (Nq, Nk) or (H, Nq, Nk) mask, which broadcasts as one with leading 1s."""
+    graph = program.graph_module.graph
+    for node in list(graph.nodes):
+        if node.target is not torch.ops.aten.scaled_dot_product_attention.default:
+            continue
+        mask = node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_mask")
+        if not isinstance(mask, torch.fx.Node):
+            continue
+        query, value = node.args[0].meta["val"], mask.meta["val"]
+        if value.dim() >= query.dim() or not all(isinstance(d, int) for d in value.shape):
+            continue
+        shape = [1] * (query.dim() - value.dim()) + list(value.shape)
+        with graph.inserting_before(node):
+            view = graph.call_function(torch.ops.aten.view.default, (mask, shape))
+        with value.fake_mode:
+            view.meta["val"] = value.view(shape)
+        node.replace_input_with(mask, view)
+    graph_module = program.graph_module
+    graph_module.recompile()
+    return program
 
 
 def composite_ops(program: torch.export.ExportedProgram, names: set[str]) -> frozenset:

@@ -94,3 +94,28 @@ def test_unlowerable_op_is_reported_alone_with_its_line() -> None:
     ((name, location),) = info.value.ops
     assert name == "torch.aten.isfinite"
     assert location.split(":")[:2] == [str(Path(__file__)), str(line)]
+
+
+class _SdpaMaskOfRank(torch.nn.Module):
+    def __init__(self, rank: int):
+        super().__init__()
+        self.rank = rank
+
+    def forward(self, q, k, v, mask):
+        return torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask.reshape(mask.shape[-self.rank :])
+        )
+
+
+@pytest.mark.parametrize("rank", [2, 3])
+@pytest.mark.parametrize("dtype", [torch.bool, torch.float32])
+def test_sdpa_mask_of_lower_rank_than_the_query(rank: int, dtype: torch.dtype) -> None:
+    """IREE's torch lowering fails on a (Nq, Nk) or (H, Nq, Nk) attn_mask."""
+    q, k, v = (torch.randn(2, 3, 8, 16) for _ in range(3))
+    shape = (1, 3, 8, 8) if rank == 3 else (1, 1, 8, 8)
+    mask = torch.rand(shape) > 0.3 if dtype == torch.bool else torch.randn(shape)
+    mask[..., 0] = True if dtype == torch.bool else 0.0  # every row keeps a key
+    model = _SdpaMaskOfRank(rank)
+    compiled = fc.compile(model, (q, k, v, mask))
+    assert compiled.stats["attention_ops"] == 1
+    assert rel_error(fc.load(compiled)(q, k, v, mask), model(q, k, v, mask)) < 1e-5
