@@ -194,12 +194,6 @@ def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Valu
     return outer.results[0]
 
 
-# Half the lowest finite value of each mask type: a fill this low swamps any score it is
-# added to in that type (the sum rounds to the fill), so PyTorch, adding in the mask's
-# type, sees the fill alone. Rows of nothing but such fills get equal weights.
-SWAMPS = {"f16": -32752.0, "bf16": -1.6947e38, "f32": -1.7014117e38}
-
-
 def _masked(x: ir.Value, mask: ir.Value, replaces: bool = False) -> ir.Value:
     """x + log2(e)·mask as PyTorch's softmax sees it, in the exp2 domain.
 
@@ -208,7 +202,7 @@ def _masked(x: ir.Value, mask: ir.Value, replaces: bool = False) -> ir.Value:
     alone; it is clamped at the lowest finite f32 (``finfo(f32).min`` overflows once
     scaled), so a row of nothing but such fills gets equal weights. -inf stays -inf,
     and with ``replaces`` (``masked_fill``) it is -inf whatever the score was."""
-    saturates = SWAMPS.get(str(mask.type))
+    saturates = linalg_ext.SWAMPS.get(str(mask.type))
     mask = to_f32(mask)
     shift = _mul(mask, _f(LOG2E))
     value = _add(x, shift)

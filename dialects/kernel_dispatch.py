@@ -266,10 +266,10 @@ def operand_views(op: ir.Operation, form: flash.Layout, group: int, mask: str | 
 
 
 def swamping_fill(mask: ir.Value, depth: int = 32) -> float | None:
-    """``flash.SWAMPS`` of the mask's type if a constant among the mask's producers (up to
+    """``linalg_ext.SWAMPS`` of the mask's type if a constant among the mask's producers (up to
     ``depth`` ops up) is at or below it (transformers' ``finfo(dtype).min``), else None.
     A mask read from an input is assumed to hold none."""
-    threshold = flash.SWAMPS.get(str(ir.RankedTensorType(mask.type).element_type))
+    threshold = linalg_ext.SWAMPS.get(str(ir.RankedTensorType(mask.type).element_type))
     if threshold is None:
         return None
     fills: list[float] = []

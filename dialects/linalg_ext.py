@@ -26,6 +26,12 @@ ATTENTION = "iree_linalg_ext.attention"
 LOG2E = 1.4426950408889634
 
 
+# Half the lowest finite value of each mask type: a fill this low swamps any score it is
+# added to in that type (the sum rounds to the fill), so PyTorch, adding in the mask's
+# type, sees the fill alone. Rows of nothing but such fills get equal weights.
+SWAMPS = {"f16": -32752.0, "bf16": -1.6947e38, "f32": -1.7014117e38}
+
+
 # A unit attribute on an attention whose mask replaces the score where it is -inf, as
 # ``masked_fill(m, -inf)`` / ``where(m, s, -inf)`` do, instead of being added to it: a
 # NaN or inf score at a masked key (garbage past a cache's length) is dropped there.

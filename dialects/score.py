@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from fusion_compiler.dialects import linalg
+from fusion_compiler.dialects.linalg_ext import SWAMPS
 
 from fusion_compiler.ir import ir
 
@@ -100,13 +101,18 @@ def _negate(a: Term) -> Term:
     return _mul(a, Const(-1.0))
 
 
-def _select(cond: Term, true: Term, false: Term) -> Term:
-    """``where(c, s, -inf)`` and ``where(c, -inf, s)`` add a -inf/0 mask to ``s``."""
+def _select(cond: Term, true: Term, false: Term, element: str = "") -> Term:
+    """``where(c, s, -inf)`` and ``where(c, -inf, s)`` put a -inf/0 mask on ``s`` that
+    replaces it; so does a fill that swamps any score in the select's ``element`` type
+    (``finfo(f32).min``: the lowerings take such a fill alone, wherever it is)."""
     if isinstance(cond, Affine):
         return Unsupported("a mask depends on the score")
     for keep, drop in ((true, false), (false, true)):
         if isinstance(keep, Affine):
-            if drop == Const(-math.inf):
+            swamps = SWAMPS.get(element)
+            if drop == Const(-math.inf) or (
+                isinstance(drop, Const) and swamps is not None and drop.value <= swamps
+            ):
                 return replace(keep, offset=True, replaces=True)
             if isinstance(drop, Const):
                 return Unsupported(
@@ -195,6 +201,8 @@ def evaluate(op: ir.Operation, score_input: int) -> Term:
         elif not any(isinstance(t, Affine) for t in operands):
             result = _constant(body_op.results[0]) if len(body_op.results) == 1 else None
             result = SIDE if result is None else Const(result)
+        elif body_op.name == "arith.select":
+            result = _select(*operands, element=str(body_op.results[0].type))
         elif body_op.name in RULES:
             result = RULES[body_op.name](*operands)
         else:

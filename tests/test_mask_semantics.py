@@ -137,3 +137,25 @@ def test_fp16_fill_swamps_the_score_as_in_pytorch(attention: str) -> None:
     fresh = tuple(torch.randn(B, H, N, D).half() for _ in range(3)) + (keep,)
     want = HalfFill()(*fresh)
     assert rel_error(fc.load(module)(*fresh), want) < 3e-3
+
+
+class Selected(torch.nn.Module):
+    """GPT-2's eager attention: ``where(keep, s, finfo.min)`` (or ``masked_fill``), a fill
+    that swamps any f32 score, so it equals the additive mask on every row."""
+
+    def __init__(self, spelling: str):
+        super().__init__()
+        self.spelling = spelling
+
+    def forward(self, q, k, v, keep):
+        s = q @ k.transpose(-1, -2) / D**0.5
+        fill = torch.finfo(s.dtype).min
+        s = torch.where(keep, s, fill) if self.spelling == "where" else s.masked_fill(~keep, fill)
+        return torch.softmax(s, dim=-1) @ v
+
+
+@pytest.mark.parametrize("spelling", ["where", "masked_fill"])
+def test_selected_finfo_min_is_fused_and_matches_on_every_row(spelling, lowering) -> None:
+    got, want = _run(Selected(spelling), lowering)
+    assert torch.isfinite(want).all()
+    assert rel_error(got, want) < 1e-4
