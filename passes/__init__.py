@@ -15,7 +15,7 @@ _MODULES: dict[str, str] = {
     "fusion-decompose-attention": "fusion_compiler.passes.decompose_attention",
     "fusion-detect-attention": "fusion_compiler.passes.detect_attention",
     "fusion-find-softmax": "fusion_compiler.passes.find_softmax",
-    "fusion-fold-empty-attention": "fusion_compiler.passes.empty_attention",
+    "fusion-fold-empty": "fusion_compiler.passes.fold_empty",
     "fusion-guard-masked-rows": "fusion_compiler.passes.guard_masked_rows",
     "fusion-kernel-attention": "fusion_compiler.passes.kernel_attention",
     "fusion-online-softmax": "fusion_compiler.passes.online_softmax",
@@ -36,7 +36,7 @@ _GUARD = "fusion-guard-masked-rows"
 # are read from the operands instead.
 _CLEANUP = ("resolve-ranked-shaped-type-result-dims", "canonicalize", "cse")
 # An attention with an extent of 0 is zeros (IREE 3.13's compiler stops on it with SIGFPE).
-_EMPTY = "fusion-fold-empty-attention"
+_EMPTY = "fusion-fold-empty"
 # Attention found, every mask of it (SDPA's boolean ones too) additive, empty ones folded.
 _DETECT = ("fusion-detect-attention", *_CLEANUP, "fusion-additive-mask", _EMPTY)
 # The head split and merge moved into the attention ops IREE lowers (or that are

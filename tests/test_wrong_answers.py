@@ -193,3 +193,17 @@ def test_dynamic_written_attention_not_fused_says_why(spelling: str) -> None:
     assert any("tensor.reshape" in r.message for r in compiled.remarks)
     q, k, v = (torch.randn(1, 2, 77, 16) for _ in range(3))
     assert rel_error(fc.load(compiled)(q, k, v), model(q.double(), k.double(), v.double())) < 1e-5
+
+
+class WrittenWithBmm(torch.nn.Module):
+    def forward(self, q, k, v):
+        return torch.bmm(torch.softmax(torch.bmm(q, k.transpose(1, 2)) * 0.25, -1), v)
+
+
+# Not fused (a softmax over no keys), the ops themselves stopped IREE's compiler (SIGFPE).
+@pytest.mark.parametrize("nq, nk", [(1, 0), (0, 3)])
+def test_unfused_ops_with_an_extent_of_zero(nq: int, nk: int) -> None:
+    q, k, v = torch.randn(2, nq, 8), torch.randn(2, nk, 8), torch.randn(2, nk, 8)
+    model = WrittenWithBmm()
+    got, want = fc.load(fc.compile(model, (q, k, v), attention="iree"))(q, k, v), model(q, k, v)
+    assert got.shape == want.shape and torch.equal(got, want)

@@ -1,5 +1,5 @@
 // RUN: fusion-opt %s --split-input-file --verify-diagnostics \
-// RUN:   --pass-pipeline='builtin.module(fusion-fold-empty-attention)' | FileCheck %s
+// RUN:   --pass-pipeline='builtin.module(fusion-fold-empty)' | FileCheck %s
 
 // No keys: the output is zeros, written into the op's init; the attention is gone.
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
@@ -48,3 +48,19 @@ func.func @keys(%q: tensor<4x8x16xf16>, %k: tensor<4x8x16xf16>, %v: tensor<4x8x1
 // CHECK-LABEL: func.func @keys(
 // CHECK-NOT: linalg.fill
 // CHECK: iree_linalg_ext.attention
+
+// -----
+
+// A contraction over no keys runs no iteration: its result is its init (the zero fill).
+func.func @sum_over_nothing(%p: tensor<4x8x0xf32>, %v: tensor<4x0x16xf32>) -> tensor<4x8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8x16xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<4x8x0xf32>, tensor<4x0x16xf32>)
+      outs(%init : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  return %o : tensor<4x8x16xf32>
+}
+// CHECK-LABEL: func.func @sum_over_nothing(
+// CHECK: %[[INIT:.+]] = linalg.fill
+// CHECK-NOT: linalg.batch_matmul
+// CHECK: return %[[INIT]]
