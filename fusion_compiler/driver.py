@@ -178,6 +178,8 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     compile_to = Stage.parse(compile_to)
     if target == "cuda" and cuda_arch not in CUDA_ARCHS + _IREE_CUDA_NAMES:
         raise TargetError("CUDA architecture", cuda_arch, CUDA_ARCHS)
+    if target == "vulkan" and vulkan_target not in VULKAN_TARGETS:
+        raise TargetError("Vulkan target", vulkan_target, VULKAN_TARGETS)
     tgt = get_target(target, cuda_arch=cuda_arch, vulkan_target=vulkan_target)
     default_elements = passes.default_pipeline(tgt.name, attention, tgt.kernel_arch)
     session = CompilerSession(tgt, reproducer_dir=dump_ir)
@@ -258,6 +260,14 @@ CUDA_ARCHS = (
     *("sm_60", "sm_61", "sm_62", "sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89"),
     *KERNEL_ARCHS,
     *("sm_120", "sm_121"),
+)
+# IREE 3.13's --iree-vulkan-target names that compile (tried one by one: an unknown name
+# crashes IREE's compiler with SIGSEGV rather than an error).
+VULKAN_TARGETS = (
+    *("pascal", "volta", "turing", "ampere", "ada"),
+    *("rdna1", "rdna2", "rdna3", "rdna4", "cdna1", "cdna2", "cdna3"),
+    *("valhall", "valhall1", "valhall2", "valhall3", "valhall4", "adreno"),
+    "vp_android_baseline_2022",
 )
 # IREE's names for some of them (architectures and products), taken as they are.
 _IREE_CUDA_NAMES = (

@@ -221,6 +221,15 @@ def test_unknown_cuda_arch_is_short_and_lists_the_supported(model: Path) -> None
     assert {"sm_80", "sm_86", "sm_89", "sm_90"} <= set(info.value.supported)
 
 
+def test_unknown_vulkan_target_is_short_and_lists_the_supported(model: Path) -> None:
+    args = (str(model), "--target", "vulkan", "--vulkan-target", "bogus")
+    err = _fails(tool("fusion-compile", *args, check=False), "bogus", "pascal", "rdna3")
+    assert len(err) < 500
+    with pytest.raises(TargetError) as info:
+        fc.compile(SOFTMAX, target="vulkan", vulkan_target="hopper")  # IREE 3.13 segfaults
+    assert info.value.value == "hopper"
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_86", "sm_89", "sm_90"])
 def test_supported_cuda_archs_still_compile(arch: str) -> None:
     # executable-configurations: where IREE rejects a CUDA target it does not know
