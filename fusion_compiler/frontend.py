@@ -245,7 +245,8 @@ def functional(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch's pytree, on deepcopy
-            return _sdpa_masks_at_query_rank(program.run_decompositions(table))
+            program = program.run_decompositions(table)
+            return _empty_results_as_zeros(_sdpa_masks_at_query_rank(program))
     except Exception as exc:  # a graph torch itself cannot retrace: say which, and why
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise FusionCompilerError(
@@ -254,6 +255,35 @@ def functional(
             "A module compiles without state: if the model updates its own buffers in place "
             "(a static KV cache), pass that state as inputs and return its new value."
         ) from None
+
+
+def _empty_results_as_zeros(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """Every op whose result has no element computes nothing: it becomes ``aten.zeros`` of
+    that shape (IREE 3.13's torch lowering stops with SIGFPE on some ops over an extent
+    of 0; what such a result feeds is folded in Linalg by fusion-fold-empty)."""
+    graph = program.graph_module.graph
+    changed = False
+    for node in list(graph.nodes):
+        value = node.meta.get("val")
+        if node.op != "call_function" or not isinstance(value, torch.Tensor):
+            continue
+        if node.target is torch.ops.aten.zeros.default or value.numel() != 0:
+            continue
+        if not all(isinstance(d, int) for d in value.shape):
+            continue
+        with graph.inserting_before(node):
+            zeros = graph.call_function(
+                torch.ops.aten.zeros.default,
+                (list(value.shape),),
+                {"dtype": value.dtype, "device": torch.device("cpu")},
+            )
+        zeros.meta = dict(node.meta)
+        node.replace_all_uses_with(zeros)
+        changed = True
+    if changed:
+        graph.eliminate_dead_code()
+        program.graph_module.recompile()
+    return program
 
 
 def _sdpa_masks_at_query_rank(

@@ -43,7 +43,6 @@ def fold_empty_attention(op: ir.Operation) -> None:
         zero = dialects.arith.ConstantOp(element, 0.0).result
         zeros = dialects.linalg.fill(zero, outs=[init])
     op.results[0].replace_all_uses_with(zeros)
-    erase_dead([op])
 
 
 def fold_empty_linalg(op: ir.Operation) -> None:
@@ -51,7 +50,6 @@ def fold_empty_linalg(op: ir.Operation) -> None:
     outs = list(op.operands)[len(op.operands) - len(op.results) :]
     for result, init in zip(op.results, outs, strict=True):
         result.replace_all_uses_with(init)
-    erase_dead([op])
 
 
 def _empty_ops(module: ir.Operation) -> tuple[list[ir.Operation], list[ir.Operation]]:
@@ -82,8 +80,9 @@ def run(module: ir.Operation, options: Options) -> None:
     with module.context:
         attention, structured = _empty_ops(module)
     for op in attention:
-        location = op.location
         fold_empty_attention(op)
-        remarks.emit(location, "attention with an extent of 0 folded to zeros")
+        remarks.emit(op.location, "attention with an extent of 0 folded to zeros")
     for op in structured:
         fold_empty_linalg(op)
+    # every folded op is unused now; erased (with what only it read) once all are folded
+    erase_dead(attention + structured)

@@ -207,3 +207,17 @@ def test_unfused_ops_with_an_extent_of_zero(nq: int, nk: int) -> None:
     model = WrittenWithBmm()
     got, want = fc.load(fc.compile(model, (q, k, v), attention="iree"))(q, k, v), model(q, k, v)
     assert got.shape == want.shape and torch.equal(got, want)
+
+
+class ScoresAlsoReturned(torch.nn.Module):
+    def forward(self, q, k, v):
+        p = torch.softmax(torch.bmm(q, k.transpose(1, 2)) * 0.25, -1)
+        return torch.bmm(p, v), p
+
+
+# No query rows: IREE's torch lowering stopped with SIGFPE on the empty scores.
+def test_empty_intermediates_in_the_torch_program() -> None:
+    q, k, v = torch.randn(2, 0, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 8)
+    model = ScoresAlsoReturned()
+    got, want = fc.load(fc.compile(model, (q, k, v)))(q, k, v), model(q, k, v)
+    assert [g.shape for g in got] == [w.shape for w in want]
