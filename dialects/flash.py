@@ -137,12 +137,12 @@ def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Valu
     out_init = op.operands[-1]
     out_type = ir.RankedTensorType(op.results[0].type)
     with ir.InsertionPoint(op), op.location:
-        # Measured: when K and V both reach the loop as broadcasts of one KV head (MQA,
-        # batch 1), IREE 3.13 fuses both into the loop's dispatches and llvm-cpu computes
-        # garbage once the keys exceed 256 rows (uninitialised reads, changing per run);
-        # one of them computed into a buffer first gives the right answer.
-        if _is_broadcast(k) and _is_broadcast(v):
-            v = _materialized(v)
+        # Measured: when K and V reach the loop as broadcasts of one KV head (MQA, batch
+        # 1), IREE 3.13 fuses them into the loop's dispatches and llvm-cpu computes
+        # garbage once the keys exceed 256 rows (uninitialised reads, changing per run;
+        # with only V computed first, still wrong when Q is scaled by hand): each is
+        # computed into a buffer first.
+        k, v = (_materialized(x) if _is_broadcast(x) else x for x in (k, v))
         batch, rows, depth = (size_of(q, i) for i in range(3))
         keys = size_of(k, 2 if form.k_transposed else 1)
         width = size_of(v, 2)
