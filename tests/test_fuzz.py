@@ -36,7 +36,7 @@ from fuzz_graphs import (
     Worker,
     problems,
 )
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 SMALL = [1, 2, 5, 7, 8, 13, 16, 17, 31, 33, 64, 65]
@@ -203,7 +203,7 @@ def _explore(strategy: st.SearchStrategy[Case], **options) -> None:
 def test_fuzz() -> None:
     _explore(
         cases(large=0.05),
-        max_examples=int(os.environ.get("FUZZ_EXAMPLES", "100")),
+        max_examples=int(os.environ.get("FUZZ_EXAMPLES", "80")),
         derandomize=True,
         database=None,
         # a failure is reported as found: shrinking would re-compile it hundreds of times
@@ -320,14 +320,34 @@ FOUND = [
 ]
 
 
-def _with_found(test):
-    for case in reversed(FOUND):
-        test = example(case)(test)
-    return test
+# Found and not fixed yet: each fails as its reason says (strict: a fix makes it pass).
+OPEN = {
+    "Case(path='sdpa', heads=1, kv_heads=1, nq=2, nk=16, scale='sdpa-default', "
+    "mask='float-input', mask_broadcast='2d', dynamic='separate', other_lengths=(65, 33))": (
+        "a (Nq, Nk) SDPA mask with dynamic lengths: IREE's torch input pipeline fails"
+    ),
+    "Case(path='sdpa', scale='sdpa-default', mask='arange', apply='bool', dynamic='shared')": (
+        "a (Nq, Nk) SDPA mask with dynamic lengths: IREE's torch input pipeline fails"
+    ),
+    "Case(path='einsum', heads=8, gqa='broadcast', nq=1, nk=1)": (
+        "einsum with broadcast batch dims: IREE's torch input pipeline fails on its matmul"
+    ),
+    "Case(path='einsum', heads=1, kv_heads=1, nq=2, nk=2, dtype='float16', bias='alibi', "
+    "dynamic='shared')": "IREE's llvm-cpu stack limit (dynamic fp16 scores with a bias)",
+    "Case(heads=1, kv_heads=1, nq=2, nk=2, dtype='float16', bias='alibi', dynamic='shared', "
+    "near_miss='scores-returned')": "IREE's llvm-cpu stack limit (dynamic fp16 scores with a bias)",
+}
 
 
-@settings(phases=[Phase.explicit], deadline=None, database=None)
-@_with_found
-@given(cases())
+def _found_params() -> list:
+    params = []
+    for case in FOUND:
+        reason = OPEN.get(repr(case))
+        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        params.append(pytest.param(case, marks=marks, id=repr(case)))
+    return params
+
+
+@pytest.mark.parametrize("case", _found_params())
 def test_found(case: Case) -> None:
     run_case(case)
