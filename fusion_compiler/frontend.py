@@ -299,13 +299,15 @@ def _sdpa_masks_at_query_rank(
         if not isinstance(mask, torch.fx.Node):
             continue
         query, value = node.args[0].meta["val"], mask.meta["val"]
-        if value.dim() >= query.dim() or not all(isinstance(d, int) for d in value.shape):
+        if value.dim() >= query.dim():
             continue
-        shape = [1] * (query.dim() - value.dim()) + list(value.shape)
-        with graph.inserting_before(node):
-            view = graph.call_function(torch.ops.aten.view.default, (mask, shape))
-        with value.fake_mode:
-            view.meta["val"] = value.view(shape)
+        view = mask
+        for _ in range(query.dim() - value.dim()):  # unsqueeze: no sizes, so dynamic ones too
+            with graph.inserting_before(node):
+                view = graph.call_function(torch.ops.aten.unsqueeze.default, (view, 0))
+            with value.fake_mode:
+                value = value.unsqueeze(0)
+            view.meta["val"] = value
         node.replace_input_with(mask, view)
     graph_module = program.graph_module
     graph_module.recompile()

@@ -235,7 +235,25 @@ FOUND = [
         apply="additive",
         seed=39645,
     ),
-    # ... still with dynamic lengths (the front end's fix takes static masks only).
+    # ... and with dynamic lengths (fixed: the mask unsqueezed, which needs no sizes).
+    Case(
+        path="sdpa",
+        batch=2,
+        heads=8,
+        kv_heads=1,
+        gqa="repeat_kv",
+        nq=17,
+        nk=17,
+        head_dim=160,
+        dtype="bfloat16",
+        scale="q",
+        fill="finfo.min",
+        bias="alibi",
+        dynamic="shared",
+        other_lengths=(7, 7),
+        attention="online-softmax",
+        seed=2381,
+    ),
     Case(
         path="sdpa",
         heads=1,
@@ -325,13 +343,6 @@ FOUND = [
 
 # Found and not fixed yet: each fails as its reason says (strict: a fix makes it pass).
 OPEN = {
-    "Case(path='sdpa', heads=1, kv_heads=1, nq=2, nk=16, scale='sdpa-default', "
-    "mask='float-input', mask_broadcast='2d', dynamic='separate', other_lengths=(65, 33))": (
-        "a (Nq, Nk) SDPA mask with dynamic lengths: IREE's torch input pipeline fails"
-    ),
-    "Case(path='sdpa', scale='sdpa-default', mask='arange', apply='bool', dynamic='shared')": (
-        "a (Nq, Nk) SDPA mask with dynamic lengths: IREE's torch input pipeline fails"
-    ),
     "Case(path='einsum', heads=8, gqa='broadcast', nq=1, nk=1)": (
         "einsum with broadcast batch dims: IREE's torch input pipeline fails on its matmul"
     ),
