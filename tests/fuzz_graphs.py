@@ -564,9 +564,11 @@ def problems(case: Case, outcome: Outcome) -> list[str]:
     for r in outcome.runs:
         if r.nonfinite and not case.nan_at_masked_keys():
             found.append(f"nonfinite at Nq={r.nq} Nk={r.nk}: {r.nonfinite}")
-        # Close to the exact answer, or to PyTorch's own in the model's dtype (a fill at
-        # the bottom of fp16 swamps the score there, as the compiler follows).
-        if not (r.error <= bound or r.eager_error <= bound):
+        # Close to the exact answer (within the dtype's bound, or twice PyTorch's own error
+        # where the model's dtype loses more: a bf16 ALiBi bias over 500 rows), or to
+        # PyTorch's own answer in that dtype (a fill at the bottom of fp16 swamps the
+        # score there, as the compiler follows).
+        if not (r.error <= max(bound, 2 * r.torch_error) or r.eager_error <= bound):
             found.append(
                 f"wrong at Nq={r.nq} Nk={r.nk}: rel. error {r.error:.3g} (vs PyTorch "
                 f"{case.dtype}: {r.eager_error:.3g}; PyTorch's own {r.torch_error:.3g}), "
