@@ -332,6 +332,10 @@ FOUND = [
     # broadcast K or V computed into a buffer first).
     Case(kv_heads=1, nq=300, nk=300),
     Case(path="sdpa", heads=4, kv_heads=1, nq=300, nk=300, head_dim=32, scale="q"),
+    # One head and one query row (a decoding step) through einsum or bmm: the false near
+    # miss "the key dim is split before the softmax" (unit dims read as a split).
+    Case(path="einsum", heads=1, kv_heads=1, nq=1, nk=1),
+    Case(path="bmm", heads=1, kv_heads=1, nq=1, nk=100),
     # Dynamic lengths with head dim 256 left to IREE's op by the online-softmax rewrite:
     # rel. error 0.58 (fixed: decomposed above head dim 128).
     Case(
@@ -359,6 +363,12 @@ OPEN = {
     "dynamic='shared')": "IREE's llvm-cpu stack limit (dynamic fp16 scores with a bias)",
     "Case(heads=1, kv_heads=1, nq=2, nk=2, dtype='float16', bias='alibi', dynamic='shared', "
     "near_miss='scores-returned')": "IREE's llvm-cpu stack limit (dynamic fp16 scores with a bias)",
+    "Case(path='einsum', heads=1, kv_heads=1, nq=1, nk=1)": (
+        "one head and one query row: unit dims read as a split key dim (false near miss)"
+    ),
+    "Case(path='bmm', heads=1, kv_heads=1, nq=1, nk=100)": (
+        "one head and one query row: unit dims read as a split key dim (false near miss)"
+    ),
     "Case(path='einsum', heads=1, kv_heads=1, nq=1, nk=0)": (
         "einsum over no keys: SIGFPE inside IREE's compiler"
     ),
