@@ -41,7 +41,12 @@ from fusion_compiler.dialects.builders import (
     times,
     to_f32,
 )
-from fusion_compiler.dialects.linalg_ext import LOG2E, has_plain_region, inline_region
+from fusion_compiler.dialects.linalg_ext import (
+    LOG2E,
+    LOWEST_F32,
+    has_plain_region,
+    inline_region,
+)
 
 from fusion_compiler.ir import dialects, ir
 
@@ -49,7 +54,7 @@ from fusion_compiler.ir import dialects, ir
 # gives exp2(-inf - lowest) = 0 and a rescale of exp2(0) = 1 with no special case, and
 # the start value stays distinct from the -inf that seeds each block's row max (the
 # two -inf fills were merged by CSE into one tensor that IREE then updated in place).
-_LOWEST = -3.4028234663852886e38
+_LOWEST = LOWEST_F32
 
 # A unit attribute on the outer loop, so the fused attention can still be counted.
 MARKER = "fusion.online_softmax"
@@ -112,14 +117,8 @@ def _mul(a: ir.Value, b: ir.Value) -> ir.Value:
 
 
 def _is_broadcast(value: ir.Value) -> bool:
-    """``value`` (through reshapes) copies a tensor of fewer dims to every index of the
-    missing ones: a linalg.generic yielding its one input read by a map that drops dims."""
-    op, _ = linalg.producer_and_reshapes(value)
-    if not linalg.is_generic(op) or linalg.num_inputs(op) != 1 or linalg.payload(op):
-        return False
-    in_map = linalg.indexing_maps(op)[0]
-    block = op.regions[0].blocks[0]
-    return len(in_map.results) < in_map.n_dims and linalg._yields(op, block.arguments[0])
+    """``value`` (through reshapes) is a broadcast of a tensor of fewer dims."""
+    return linalg.is_broadcast(linalg.producer_and_reshapes(value)[0])
 
 
 def _materialized(value: ir.Value) -> ir.Value:

@@ -93,6 +93,16 @@ def _yields(op: ir.Operation, value: ir.Value) -> bool:
     return len(terminator.operands) >= 1 and terminator.operands[0] == value
 
 
+def is_broadcast(op: ir.Operation | None) -> bool:
+    """A generic yielding its one input read by a map that drops dims: a copy of a smaller
+    tensor to every index of the missing ones."""
+    if not is_generic(op) or num_inputs(op) != 1 or payload(op):
+        return False
+    in_map = indexing_maps(op)[0]
+    block = op.regions[0].blocks[0]
+    return len(in_map.results) < in_map.n_dims and _yields(op, block.arguments[0])
+
+
 def reduction_payload(op: ir.Operation) -> str | None:
     """For a one-input reduction generic, the combiner of result 0 (``arith.addf``...)."""
     if not is_generic(op) or len(reduction_dims(op)) != 1 or num_inputs(op) != 1:

@@ -30,6 +30,7 @@ LOG2E = 1.4426950408889634
 # added to in that type (the sum rounds to the fill), so PyTorch, adding in the mask's
 # type, sees the fill alone. Rows of nothing but such fills get equal weights.
 SWAMPS = {"f16": -32752.0, "bf16": -1.6947e38, "f32": -1.7014117e38}
+LOWEST_F32 = -3.4028234663852886e38  # finfo(f32).min
 
 
 # A unit attribute on an attention whose mask replaces the score where it is -inf, as

@@ -292,6 +292,7 @@ def _sdpa_masks_at_query_rank(
     """SDPA's ``attn_mask`` viewed at Q's rank: IREE 3.13's torch lowering fails on a
     (Nq, Nk) or (H, Nq, Nk) mask, which broadcasts as one with leading 1s."""
     graph = program.graph_module.graph
+    changed = False
     for node in list(graph.nodes):
         if node.target is not torch.ops.aten.scaled_dot_product_attention.default:
             continue
@@ -309,8 +310,9 @@ def _sdpa_masks_at_query_rank(
                 value = value.unsqueeze(0)
             view.meta["val"] = value
         node.replace_input_with(mask, view)
-    graph_module = program.graph_module
-    graph_module.recompile()
+        changed = True
+    if changed:
+        program.graph_module.recompile()
     return program
 
 

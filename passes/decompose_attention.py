@@ -33,6 +33,13 @@ def decompose_attention(op: ir.Operation) -> None:
     op.erase()
 
 
+_KEPT_ADDING = (
+    "attention left to IREE's op, which adds its mask: a NaN or inf score at a key "
+    "masked_fill drops reaches the row here (the online softmax, the sm_90 and Vulkan "
+    "kernels drop it)"
+)
+
+
 def _why(op: ir.Operation, options: Options) -> str | None:
     """Why ``op`` is decomposed ("" for every op), or None where IREE's op computes it."""
     if not options.above_head_dim:
@@ -43,13 +50,6 @@ def _why(op: ir.Operation, options: Options) -> str | None:
             f": head dim {head_dim} is above {options.above_head_dim}, which this target's "
             "attention code generation computes wrongly"
         )
-    if linalg_ext.mask_replaces(op):
-        remarks.emit(
-            op.location,
-            "attention left to IREE's op, which adds its mask: a NaN or inf score at a key "
-            "masked_fill drops reaches the row here (the online softmax, the sm_90 and "
-            "Vulkan kernels drop it)",
-        )
     return None
 
 
@@ -57,6 +57,8 @@ def run(module: ir.Operation, options: Options) -> None:
     for op in linalg_ext.find_all(module):
         why = _why(op, options)
         if why is None:
+            if linalg_ext.mask_replaces(op):
+                remarks.emit(op.location, _KEPT_ADDING)
             continue
         location = op.location
         decompose_attention(op)

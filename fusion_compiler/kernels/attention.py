@@ -21,6 +21,7 @@ from pathlib import Path
 from fusion_compiler.errors import FusionCompilerError
 
 _TEMPLATE = Path(__file__).with_name("flash_template.py")
+# finfo(f32).min (linalg_ext.LOWEST_F32; this module is read without the compiler)
 _LOWEST_F32 = -3.4028234663852886e38
 _WARP_SPECIALIZED = Path(__file__).with_name("flash_ws.py")
 # registers per thread of the warp-specialized kernel: two programs (8 warps each) per
