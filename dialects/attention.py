@@ -191,9 +191,18 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
     expands = [o for o in score_ops if o.name == "tensor.expand_shape"]
     if len(expands) > 1 or any(o.name == "tensor.collapse_shape" for o in score_ops):
         return NearMiss(pv, "the scores are reshaped more than once")
-    if expands and len(linalg.reassociation(expands[0])[-1]) != 1:
+    if expands and _splits_keys(expands[0]):
         return NearMiss(pv, "the key dim is split before the softmax: it is over part of the keys")
     return Attention(qk, pv, score_ops, score_inputs, total, replaced)
+
+
+def _splits_keys(expand: ir.Operation) -> bool:
+    """Whether ``expand`` spreads the key dim (the scores' last) over more than one dim
+    of size other than 1: (Nk) -> (1, Nk) keeps every key in the softmax's row, (2, Nk/2)
+    does not."""
+    *leading, _ = linalg.reassociation(expand)[-1]
+    shape = ir.RankedTensorType(expand.results[0].type).shape
+    return any(shape[d] != 1 for d in leading)
 
 
 def _mask(found: Attention) -> ir.Value:

@@ -336,7 +336,8 @@ FOUND = [
     Case(kv_heads=1, nq=300, nk=300),
     Case(path="sdpa", heads=4, kv_heads=1, nq=300, nk=300, head_dim=32, scale="q"),
     # One head and one query row (a decoding step) through einsum or bmm: the false near
-    # miss "the key dim is split before the softmax" (unit dims read as a split).
+    # miss "the key dim is split before the softmax" (unit dims read as a split) (fixed:
+    # only dims of a size other than 1 before the key dim split it).
     Case(path="einsum", heads=1, kv_heads=1, nq=1, nk=1),
     Case(path="bmm", heads=1, kv_heads=1, nq=1, nk=100),
     # Dynamic lengths with head dim 256 left to IREE's op by the online-softmax rewrite:
@@ -366,12 +367,6 @@ OPEN = {
     "dynamic='shared')": "IREE's llvm-cpu stack limit (dynamic fp16 scores with a bias)",
     "Case(heads=1, kv_heads=1, nq=2, nk=2, dtype='float16', bias='alibi', dynamic='shared', "
     "near_miss='scores-returned')": "IREE's llvm-cpu stack limit (dynamic fp16 scores with a bias)",
-    "Case(path='einsum', heads=1, kv_heads=1, nq=1, nk=1)": (
-        "one head and one query row: unit dims read as a split key dim (false near miss)"
-    ),
-    "Case(path='bmm', heads=1, kv_heads=1, nq=1, nk=100)": (
-        "one head and one query row: unit dims read as a split key dim (false near miss)"
-    ),
     "Case(path='einsum', heads=1, kv_heads=1, nq=1, nk=0)": (
         "einsum over no keys: SIGFPE inside IREE's compiler"
     ),
