@@ -304,6 +304,18 @@ def test_module_without_function(text: str, tmp_path: Path) -> None:
     _fails(tool("fusion-compile", str(path), check=False), str(path), "func.func")
 
 
+@pytest.mark.parametrize("args", [["fusion-opt", "--list-passes"], ["fusion-compile", "--help"]])
+def test_reader_closing_the_pipe_is_quiet(args: list[str]) -> None:
+    """``fusion-opt --list-passes | head -1``: the reader leaves early; no traceback."""
+    listing = subprocess.Popen(
+        [str(BIN / args[0]), *args[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
+    )
+    listing.stdout.close()  # the reader is gone before the tool writes
+    stderr = listing.stderr.read().decode()
+    listing.wait()
+    assert stderr == "", stderr
+
+
 # what still works
 
 

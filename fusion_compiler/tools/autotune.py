@@ -24,6 +24,7 @@ from pathlib import Path
 
 from fusion_compiler.kernels import schedules
 from fusion_compiler.kernels.attention import load_source
+from fusion_compiler.tools.cli import entry_point
 
 SPACE = [
     schedules.Tiles(m, n, w, s)
@@ -136,6 +137,7 @@ def tune(shape: schedules.ShapeClass, repeats: int, progress) -> dict | None:
     return best
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     import torch
 

@@ -10,6 +10,7 @@ from fusion_compiler.driver import CUDA_ARCHS, check_output_file
 from fusion_compiler.driver import compile as compile_model
 from fusion_compiler.errors import FusionCompilerError
 from fusion_compiler.stages import Stage
+from fusion_compiler.tools.cli import entry_point, write_output
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -66,13 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fusion-compile: error: {exc}", file=sys.stderr)
         return 1
     if output:
-        try:
-            module.save(output)
-        except OSError as exc:
-            print(
-                f"fusion-compile: error: cannot write {output}: {exc.strerror}; write elsewhere",
-                file=sys.stderr,
-            )
+        if write_output("fusion-compile", output, module.save):
             return 1
     elif module.vmfb is None:
         sys.stdout.write(module.mlir or "")

@@ -19,6 +19,7 @@ from fusion_compiler.errors import (
 )
 from fusion_compiler.pipeline import check_pipeline, run_pipeline
 from fusion_compiler.tools import verify
+from fusion_compiler.tools.cli import entry_point, write_output
 
 _SPLIT = re.compile(r"^// -----.*$", re.MULTILINE)
 
@@ -67,6 +68,7 @@ def _read(name: str) -> str:
     return data.decode()
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.list_passes:
@@ -119,15 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     result = "// -----\n".join(outputs)
     if output is None:
         sys.stdout.write(result)
-    else:
-        try:
-            output.write_text(result)
-        except OSError as exc:
-            print(
-                f"fusion-opt: cannot write {output}: {exc.strerror}; write elsewhere",
-                file=sys.stderr,
-            )
-            return 1
+    elif write_output("fusion-opt", output, lambda path: path.write_text(result)):
+        return 1
     return 1 if failed else 0
 
 
