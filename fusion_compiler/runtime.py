@@ -275,7 +275,7 @@ class Function:
         non-native byte order, so those are copied into native, contiguous memory."""
         if not array.dtype.isnative:
             array = array.astype(array.dtype.newbyteorder("="))
-        array = np.ascontiguousarray(array)
+        array = np.require(array, requirements="C")  # ascontiguousarray makes 0-d 1-d
         if not array.flags.writeable:  # torch warns of tensors over read-only memory
             array = array.copy()
         try:
@@ -345,7 +345,8 @@ class Function:
             array = _staged_to_host(self._device, result)
         if array.dtype.name == "bfloat16":  # ml_dtypes' bfloat16, which torch cannot take
             return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
-        return torch.from_numpy(np.ascontiguousarray(array))
+        # np.ascontiguousarray would make a 0-d result 1-d
+        return torch.from_numpy(np.require(array, requirements="C"))
 
 
 def _staged_to_host(device: rt.HalDevice, result: rt.DeviceArray) -> np.ndarray:

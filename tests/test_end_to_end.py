@@ -161,3 +161,21 @@ def test_submitted_calls_run_in_order_without_waiting() -> None:
     with torch.no_grad():
         for call, x in zip(pending, inputs, strict=True):
             assert rel_error(call.result(), model(x)) < 1e-4
+
+
+class _Reduces(torch.nn.Module):
+    def forward(self, x: torch.Tensor, scale: torch.Tensor):
+        return (x * scale).sum(), x * scale
+
+
+@pytest.mark.parametrize("as_numpy", [False, True])
+def test_zero_dim_tensors_keep_their_shape(as_numpy: bool) -> None:
+    """A 0-d result (a loss, a sum) comes back 0-d, and a 0-d numpy argument is taken as
+    0-d; both came out 1-d."""
+    x, scale = torch.randn(5), torch.randn(())
+    run = fc.load(fc.compile(_Reduces(), (x, scale)))
+    x, scale = torch.randn(5), torch.randn(())
+    total, scaled = run(x, scale.numpy() if as_numpy else scale)
+    want_total, want_scaled = _Reduces()(x, scale)
+    assert total.shape == want_total.shape == ()
+    assert rel_error(total, want_total) < 1e-5 and rel_error(scaled, want_scaled) < 1e-6
