@@ -246,7 +246,8 @@ def functional(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch's pytree, on deepcopy
             program = program.run_decompositions(table)
-            return _empty_results_as_zeros(_sdpa_masks_at_query_rank(program))
+            program = _einsum_operands_broadcast(_sdpa_masks_at_query_rank(program))
+            return _empty_results_as_zeros(program)
     except Exception as exc:  # a graph torch itself cannot retrace: say which, and why
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise FusionCompilerError(
@@ -314,6 +315,74 @@ def _sdpa_masks_at_query_rank(
     if changed:
         program.graph_module.recompile()
     return program
+
+
+def _einsum_operands_broadcast(
+    program: torch.export.ExportedProgram,
+) -> torch.export.ExportedProgram:
+    """Each einsum operand expanded where it broadcasts a dim of size 1 against a larger
+    one of the same label (GQA: Q (B, Hkv, G, N, D) against K (B, Hkv, 1, N, D)): IREE
+    3.13's einsum lowering takes every label to have one size, and fails on the matmul it
+    builds. An expand is a view: the einsum computes the same."""
+    graph = program.graph_module.graph
+    changed = False
+    for node in list(graph.nodes):
+        if node.target is not torch.ops.aten.einsum.default:
+            continue
+        equation, operands = node.args[0], list(node.args[1])
+        subscripts = equation.replace(" ", "").split("->")[0].split(",")
+        if len(subscripts) != len(operands):
+            continue
+        values = [operand.meta["val"] for operand in operands]
+        labels = [_einsum_labels(s, v.dim()) for s, v in zip(subscripts, values, strict=True)]
+        # where each label has a size other than 1: the operand and dim to read it from
+        larger: dict[object, tuple[int, int]] = {}
+        for i, (names, value) in enumerate(zip(labels, values, strict=True)):
+            for d, name in enumerate(names):
+                if not _is_one(value.shape[d]):
+                    larger.setdefault(name, (i, d))
+        for i, (names, value) in enumerate(zip(labels, values, strict=True)):
+            broadcast = [
+                d for d, name in enumerate(names) if _is_one(value.shape[d]) and name in larger
+            ]
+            if not broadcast:
+                continue
+            sizes: list = [-1] * value.dim()  # the expand's arguments: -1 keeps a dim
+            shape: list = [-1] * value.dim()  # the same, SymInts where a length is dynamic
+            with graph.inserting_before(node):
+                for d in broadcast:
+                    source, source_dim = larger[names[d]]
+                    size = shape[d] = values[source].shape[source_dim]
+                    if isinstance(size, torch.SymInt):  # read from the operand that has it
+                        size = graph.call_function(
+                            torch.ops.aten.sym_size.int, (operands[source], source_dim)
+                        )
+                        size.meta["val"] = shape[d]
+                    sizes[d] = size
+                expand = graph.call_function(torch.ops.aten.expand.default, (operands[i], sizes))
+            with value.fake_mode:
+                expand.meta["val"] = value.expand(shape)
+            operands[i] = expand
+        if operands != list(node.args[1]):
+            node.args = (equation, operands, *node.args[2:])
+            changed = True
+    if changed:
+        program.graph_module.recompile()
+    return program
+
+
+def _einsum_labels(subscript: str, rank: int) -> list[object]:
+    """The label of each dim of an einsum operand; the ellipsis's dims are ``("...", i)``,
+    ``i`` counted from its last dim (they broadcast aligned at the right)."""
+    if "..." not in subscript:
+        return list(subscript)
+    before, after = subscript.split("...")
+    count = rank - len(before) - len(after)
+    return [*before, *(("...", count - j) for j in range(count)), *after]
+
+
+def _is_one(size: int | torch.SymInt) -> bool:
+    return isinstance(size, int) and size == 1
 
 
 def composite_ops(program: torch.export.ExportedProgram, names: set[str]) -> frozenset:

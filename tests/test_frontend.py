@@ -119,3 +119,34 @@ def test_sdpa_mask_of_lower_rank_than_the_query(rank: int, dtype: torch.dtype) -
     compiled = fc.compile(model, (q, k, v, mask))
     assert compiled.stats["attention_ops"] == 1
     assert rel_error(fc.load(compiled)(q, k, v, mask), model(q, k, v, mask)) < 1e-5
+
+
+class _Einsum(torch.nn.Module):
+    def __init__(self, equation: str):
+        super().__init__()
+        self.equation = equation
+
+    def forward(self, a, b):
+        return torch.einsum(self.equation, a, b)
+
+
+@pytest.mark.parametrize(
+    ("equation", "a", "b"),
+    [
+        ("...qd,...kd->...qk", (2, 4, 5, 16), (2, 1, 7, 16)),  # GQA: one K head per group
+        ("ij,jk->ik", (3, 1), (4, 5)),  # a contracted label
+    ],
+)
+def test_einsum_operands_that_broadcast(equation: str, a: tuple, b: tuple) -> None:
+    """IREE's einsum lowering takes each label to have one size (its matmul fails)."""
+    model, x, y = _Einsum(equation), torch.randn(a), torch.randn(b)
+    assert rel_error(fc.load(fc.compile(model, (x, y)))(x, y), model(x, y)) < 1e-6
+
+
+def test_einsum_broadcast_against_a_dynamic_length() -> None:
+    model = _Einsum("bhqd,bhkd->bhqk")
+    q, k = torch.randn(1, 3, 5, 16), torch.randn(2, 3, 7, 16)
+    batch = torch.export.Dim("batch", min=2)
+    run = fc.load(fc.compile(model, (q, k), dynamic_shapes=({}, {0: batch})))
+    k = torch.randn(4, 3, 7, 16)
+    assert rel_error(run(q, k), model(q, k)) < 1e-6

@@ -280,7 +280,8 @@ FOUND = [
     ),
     Case(path="sdpa", scale="sdpa-default", mask="arange", apply="bool", dynamic="shared"),
     # einsum whose batch dims broadcast (Q (B, Hkv, G, N, D) against K (B, Hkv, 1, N, D)):
-    # IREE's einsum decomposition makes a matmul with mismatched batch dims (input phase).
+    # IREE's einsum decomposition makes a matmul with mismatched batch dims (input phase)
+    # (fixed: each operand expanded where it broadcasts, before import).
     Case(path="einsum", heads=8, gqa="broadcast", nq=1, nk=1),
     # Dynamic lengths: attention written with torch.bmm or torch.einsum is not fused (the
     # scores pass through tensor.reshape); with @ it is.
@@ -360,9 +361,6 @@ FOUND = [
 
 # Found and not fixed yet: each fails as its reason says (strict: a fix makes it pass).
 OPEN = {
-    "Case(path='einsum', heads=8, gqa='broadcast', nq=1, nk=1)": (
-        "einsum with broadcast batch dims: IREE's torch input pipeline fails on its matmul"
-    ),
     "Case(path='einsum', heads=1, kv_heads=1, nq=2, nk=2, dtype='float16', bias='alibi', "
     "dynamic='shared')": "IREE's llvm-cpu stack limit (dynamic fp16 scores with a bias)",
     "Case(heads=1, kv_heads=1, nq=2, nk=2, dtype='float16', bias='alibi', dynamic='shared', "
