@@ -22,6 +22,11 @@ KERNEL_ARCHS = ("sm_90", "sm_90a")
 # (vkCreateComputePipelines: VK_ERROR_UNKNOWN, benchmarks/per_dispatch.py); under
 # "pascal" the five example blocks ran correctly in fp16 and fp32 there.
 VULKAN_TARGET = "pascal"
+# float64 stays float64, as in PyTorch. IREE demotes it to float32 by default, which
+# made a model's float64 inputs float32 ones and failed on float64 constants (the
+# demotion leaves their dense_resource values float64). Vulkan keeps the demotion: the
+# SPIR-V targets need not support float64.
+KEEP_F64 = "--iree-input-demote-f64-to-f32=false"
 
 
 def get_target(
@@ -43,13 +48,14 @@ def get_target(
                 "--iree-hal-target-device=local",
                 "--iree-hal-local-target-device-backends=llvm-cpu",
                 f"--iree-llvmcpu-target-cpu={cpu}",
+                KEEP_F64,
             ),
             "local-task",
         )
     if name == "cuda":
         kernel_arch = cuda_arch if cuda_arch in KERNEL_ARCHS else None
         iree_arch = "sm_80" if kernel_arch else cuda_arch
-        flags = ("--iree-hal-target-device=cuda", f"--iree-cuda-target={iree_arch}")
+        flags = ("--iree-hal-target-device=cuda", f"--iree-cuda-target={iree_arch}", KEEP_F64)
         return Target("cuda", flags, "cuda", kernel_arch)
     if name == "vulkan":
         return Target(

@@ -179,3 +179,23 @@ def test_zero_dim_tensors_keep_their_shape(as_numpy: bool) -> None:
     want_total, want_scaled = _Reduces()(x, scale)
     assert total.shape == want_total.shape == ()
     assert rel_error(total, want_total) < 1e-5 and rel_error(scaled, want_scaled) < 1e-6
+
+
+class _Float64(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.randn(6, dtype=torch.float64))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor):
+        return x * self.w.float(), (y * self.w).softmax(0)
+
+
+def test_float64_stays_float64() -> None:
+    """float64 inputs, constants and results are float64, as in PyTorch (IREE's default
+    demotion to float32 made the inputs float32 and failed on a float64 buffer)."""
+    model = _Float64()
+    run = fc.load(fc.compile(model, (torch.randn(6), torch.randn(6, dtype=torch.float64))))
+    x, y = torch.randn(6), torch.randn(6, dtype=torch.float64)
+    got, want = run(x, y), model(x, y)
+    assert [t.dtype for t in got] == [torch.float32, torch.float64]
+    assert rel_error(got[0], want[0]) < 1e-6 and rel_error(got[1], want[1]) < 1e-12
