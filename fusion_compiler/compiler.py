@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import re
 import shlex
@@ -11,7 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fusion_compiler.errors import CompileError, Diagnostic
-from fusion_compiler.ir import Output, Session, _capi, ir, on_diagnostics, set_compile_phases
+from fusion_compiler.ir import (
+    Output,
+    Session,
+    context_pointer,
+    destroy_context,
+    ir,
+    on_diagnostics,
+    set_compile_phases,
+)
 from fusion_compiler.pipeline import save_reproducer
 from fusion_compiler.targets import Target
 
@@ -32,11 +39,6 @@ def _diagnostic(severity: str, text: str) -> Diagnostic:
 # compile left its MLIRContext behind, with every type, attribute and resource blob of the
 # module (4 MB per fc.compile of a small attention block). We destroy each one ourselves,
 # once no Python object (module, op, type, session) refers to its wrapper any more.
-_capi._dylib.mlirContextDestroy.argtypes = [ctypes.c_void_p]
-_capi._dylib.mlirContextDestroy.restype = None
-_pointer_of = ctypes.pythonapi.PyCapsule_GetPointer
-_pointer_of.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_pointer_of.restype = ctypes.c_void_p
 
 
 @dataclass
@@ -50,10 +52,6 @@ class _TakenContext:
 _taken: list[_TakenContext] = []
 
 
-def _context_pointer(context: ir.Context) -> int:
-    return _pointer_of(context._CAPIPtr, _capi.MLIR_PYTHON_CAPSULE_CONTEXT)
-
-
 @functools.cache
 def _bindings_leak_taken_contexts() -> bool:
     """Whether a context taken from a session outlives its Python wrapper (IREE 3.13:
@@ -64,13 +62,13 @@ def _bindings_leak_taken_contexts() -> bool:
         return False
     session = Session()
     context = session.context
-    pointer = _context_pointer(context)
+    pointer = context_pointer(context)
     del context
     session.close()
     del session
     leaked = ir.Context._get_live_count() > before
     if leaked:
-        _capi._dylib.mlirContextDestroy(pointer)
+        destroy_context(pointer)
     return leaked
 
 
@@ -82,8 +80,8 @@ def _take(context: ir.Context) -> None:
         if sys.getrefcount(entry.context) == sys.getrefcount(entry.probe):
             _taken.remove(entry)
             entry.context = None  # the wrapper goes first; it never touches the context
-            _capi._dylib.mlirContextDestroy(entry.pointer)
-    _taken.append(_TakenContext(context, _context_pointer(context), object()))
+            destroy_context(entry.pointer)
+    _taken.append(_TakenContext(context, context_pointer(context), object()))
 
 
 class CompilerSession:

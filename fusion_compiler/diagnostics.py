@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 
 from fusion_compiler.errors import Diagnostic
-from fusion_compiler.ir import _capi, ir
+from fusion_compiler.ir import ir, set_global_flags
 
 _FILE_LINE_COL = re.compile(r'"([^"]*)":(\d+):(\d+)')
 _SEVERITIES = {
@@ -79,5 +79,5 @@ def omit_op_notes() -> None:
     """
     global _GLOBAL_FLAGS_SET
     if not _GLOBAL_FLAGS_SET:
-        _capi._initializeGlobalCL("fusion-opt", "--mlir-print-op-on-diagnostic=false")
+        set_global_flags("fusion-opt", "--mlir-print-op-on-diagnostic=false")
         _GLOBAL_FLAGS_SET = True

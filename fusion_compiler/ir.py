@@ -23,8 +23,11 @@ __all__ = [
     "ir",
     "passmanager",
     "rewrite",
+    "context_pointer",
+    "destroy_context",
     "on_diagnostics",
     "set_compile_phases",
+    "set_global_flags",
 ]
 
 # The compiler's C API can resume and stop at a named phase (iree-compile's
@@ -79,3 +82,27 @@ def on_diagnostics(invocation, handler) -> object:
         invocation._inv_p, 0, callback, None
     )
     return callback
+
+
+# Contexts and global options, which iree.compiler.api does not wrap either.
+_capi._dylib.mlirContextDestroy.argtypes = [ctypes.c_void_p]
+_capi._dylib.mlirContextDestroy.restype = None
+_pointer_of = ctypes.pythonapi.PyCapsule_GetPointer
+_pointer_of.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_pointer_of.restype = ctypes.c_void_p
+
+
+def context_pointer(context: ir.Context) -> int:
+    """The MLIRContext a Python context wraps."""
+    return _pointer_of(context._CAPIPtr, _capi.MLIR_PYTHON_CAPSULE_CONTEXT)
+
+
+def destroy_context(pointer: int) -> None:
+    """Destroys the MLIRContext at ``pointer``; no wrapper of it may be used again."""
+    _capi._dylib.mlirContextDestroy(pointer)
+
+
+def set_global_flags(program: str, *flags: str) -> None:
+    """Sets the compiler's process-wide (LLVM command-line) options, as ``program`` would
+    parse them; once per process."""
+    _capi._initializeGlobalCL(program, *flags)
