@@ -20,13 +20,12 @@ from fusion_compiler.errors import (
     EmptyModuleError,
     InputFileError,
     OutputPathError,
-    TargetError,
     UnsupportedOpError,
 )
 from fusion_compiler.ir import ir
 from fusion_compiler.pipeline import check_pipeline, join_pipeline, run_pipeline, split_pipeline
 from fusion_compiler.stages import IREE_STAGES, Stage
-from fusion_compiler.targets import KERNEL_ARCHS, VULKAN_TARGET, Target, get_target
+from fusion_compiler.targets import VULKAN_TARGET, Target, get_target
 
 
 @dataclass
@@ -176,10 +175,6 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     "pascal": no cooperative matrices, which NVIDIA's driver 580 refuses in IREE's code).
     """
     compile_to = Stage.parse(compile_to)
-    if target == "cuda" and cuda_arch not in CUDA_ARCHS + _IREE_CUDA_NAMES:
-        raise TargetError("CUDA architecture", cuda_arch, CUDA_ARCHS)
-    if target == "vulkan" and vulkan_target not in VULKAN_TARGETS:
-        raise TargetError("Vulkan target", vulkan_target, VULKAN_TARGETS)
     tgt = get_target(target, cuda_arch=cuda_arch, vulkan_target=vulkan_target)
     default_elements = passes.default_pipeline(tgt.name, attention, tgt.kernel_arch)
     session = CompilerSession(tgt, reproducer_dir=dump_ir)
@@ -250,31 +245,6 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     result.vmfb = session.to_vmfb(op)
     result.stage = Stage.VMFB
     return result
-
-
-# What IREE 3.13 compiles CUDA for (--iree-cuda-target; each checked by compiling a module
-# with iree-compile): any other sm_ fails late, in IREE's executable configuration, with
-# a dump of the IR; a name IREE does not know aborts the process. KERNEL_ARCHS get
-# generated attention kernels, the rest of their module is compiled for sm_80.
-CUDA_ARCHS = (
-    *("sm_60", "sm_61", "sm_62", "sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89"),
-    *KERNEL_ARCHS,
-    *("sm_120", "sm_121"),
-)
-# IREE 3.13's --iree-vulkan-target names that compile (tried one by one: an unknown name
-# crashes IREE's compiler with SIGSEGV rather than an error).
-VULKAN_TARGETS = (
-    *("pascal", "volta", "turing", "ampere", "ada"),
-    *("rdna1", "rdna2", "rdna3", "rdna4", "cdna1", "cdna2", "cdna3"),
-    *("valhall", "valhall1", "valhall2", "valhall3", "valhall4", "adreno"),
-    "vp_android_baseline_2022",
-)
-# IREE's names for some of them (architectures and products), taken as they are.
-_IREE_CUDA_NAMES = (
-    *("pascal", "volta", "turing", "ampere", "ada", "a100"),
-    *("rtx3070", "rtx3070ti", "rtx3080", "rtx3080ti", "rtx3090", "rtx3090ti"),
-    *("rtx4060", "rtx4070", "rtx4080", "rtx4090"),
-)
 
 
 def _names_a_file(text: str) -> bool:
