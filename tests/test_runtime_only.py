@@ -49,3 +49,15 @@ def test_load_and_run_without_the_compiler(tmp_path: Path) -> None:
         want = model(x)
     got = torch.load(tmp_path / "y.pt")
     assert ((got - want).norm() / want.norm()).item() < 1e-4
+
+
+def test_import_loads_neither_torch_nor_iree() -> None:
+    """``import fusion_compiler`` is quick: torch and IREE come with compile or load."""
+    script = (
+        "import sys, fusion_compiler as fc\n"
+        "assert fc.Stage and fc.FusionCompilerError\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'iree')))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
