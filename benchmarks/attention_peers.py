@@ -1,44 +1,35 @@
-"""Attention against every peer on one GPU, in one process: the start of the harness.
+"""Attention against every peer, every system timed the same three ways (harness.py).
 
-On the CPU machine:  .venv/bin/python benchmarks/attention_peers.py prepare build/peers [SYSTEM ...]
-On the GPU machine:  python3 benchmarks/attention_peers.py run build/peers OUT_DIR
-CPU section (compiles and runs here): .venv/bin/python benchmarks/attention_peers.py cpu OUT_DIR
+On the CPU machine:  .venv/bin/python benchmarks/attention_peers.py prepare build/peers
+On the GPU machine:  python3 benchmarks/attention_peers.py run build/peers OUT
+On the CPU alone:    .venv/bin/python benchmarks/attention_peers.py run --cpu build/peers-cpu OUT
+                     (compiles and runs here; no prepare)
 
-Systems, per case: ours_sm90 (the attention written out as matmul/softmax/matmul, fused
-by fusion-detect-attention, lowered by fusion-kernel-attention to a generated sm_90a
-kernel), ours (the same, IREE's attention op for CUDA sm_80), IREE alone on SDPA
-(IREE's own lowering of F.scaled_dot_product_attention, its default configuration),
-torch eager unfused, torch SDPA flash, torch SDPA cuDNN, torch.compile of the unfused
-code. Torch systems are timed with CUDA events around single calls after warm-up,
-median of the repetitions, rotating three input sets; IREE modules by the device time
-of their kernels (CUPTI, through torch's profiler) over calls submitted back to back
-on device-resident buffers (inputs imported through DLPack, results left on the
-device), and apart from that by the wall time of a blocking Python call (``call_ms``).
-Each output is checked against float32 PyTorch in the same run. Writes ``<gpu>.json`` (one record
-per case and system) and a Markdown table. TFLOP/s = 4·B·H·Nq·Nk·D / t, halved for
-causal.
+Systems: ours_sm90 (the attention written as models write it: matmul, scale, a causal
+mask from arange/compare, softmax in f32, matmul, GQA by repeat_interleave; fused by
+fusion-detect-attention and lowered to a kernel generated for sm_90a), ours (the same
+fused op compiled by IREE's attention code generation for sm_80), iree_sdpa (IREE alone
+on F.scaled_dot_product_attention), torch SDPA flash (FlashAttention-2) and cuDNN,
+torch.compile and eager of the same unfused code. On the CPU: ours (online softmax, the
+CPU default), ours with IREE's attention op, iree_sdpa, torch eager and torch SDPA.
+Each output is checked against float32 PyTorch (float64 on the CPU) in the same run.
 """
 
 from __future__ import annotations
 
-import functools
-import json
+import argparse
 import math
-import statistics
 import sys
-import time
 from pathlib import Path
 
+import harness
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fusion_compiler as fc  # noqa: E402
-from fusion_compiler.tools.autotune import kernel_ms  # noqa: E402
 
-# (B, H, Hkv, N, D, dtype, causal): the grid of the CUDA benchmark issue
+# (B, H, Hkv, N, D): each in fp16 and bf16, full and causal
 _SHAPES = [
     (4, 16, 16, 1024, 128),
     (1, 16, 16, 4096, 128),
@@ -53,7 +44,24 @@ CASES = [
     for dtype in (torch.float16, torch.bfloat16)
     for causal in (False, True)
 ]
-REPEATS = 20
+CPU_CASES = [
+    (1, 8, 8, n, 64, torch.float32, causal) for n in (512, 1024, 2048) for causal in (False, True)
+]
+# the IREE modules: system -> (model class, CUDA arch)
+MODULES = {
+    "ours_sm90": ("Unfused", "sm_90"),
+    "ours": ("Unfused", "sm_80"),
+    "iree_sdpa": ("SDPA", "sm_80"),
+}
+SYSTEMS = [
+    "ours_sm90",
+    "ours",
+    "iree_sdpa",
+    "torch_sdpa_flash",
+    "torch_sdpa_cudnn",
+    "torch_compile_unfused",
+    "torch_eager_unfused",
+]
 
 
 class Unfused(torch.nn.Module):
@@ -85,126 +93,23 @@ class SDPA(torch.nn.Module):
         return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal, enable_gqa=gqa)
 
 
-def _name(case) -> str:
+def name(case) -> str:
     b, h, hkv, n, d, dtype, causal = case
     kv = f"_KV{hkv}" if hkv != h else ""
     kind = "causal" if causal else "full"
     return f"B{b}_H{h}{kv}_N{n}_D{d}_{str(dtype).removeprefix('torch.')}_{kind}"
 
 
-def _qkv(case, device="cpu"):
+def qkv(case, device: str = "cpu") -> tuple[torch.Tensor, ...]:
     b, h, hkv, n, d, dtype, _ = case
     shapes = [(b, h, n, d), (b, hkv, n, d), (b, hkv, n, d)]
     return tuple(torch.randn(s, device=device, dtype=dtype) for s in shapes)
 
 
-def prepare(folder: Path, only: list[str]) -> None:
-    """Compiles every case for each IREE system (those in ``only`` when it is given)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for case in CASES:
-        causal = case[-1]
-        example = _qkv(case)
-        for system, model, arch in (
-            ("ours", Unfused(causal), "sm_80"),
-            ("ours_sm90", Unfused(causal), "sm_90"),
-            ("iree_sdpa", SDPA(causal), "sm_80"),
-        ):
-            if only and system not in only:
-                continue
-            module = fc.compile(model, example_args=example, target="cuda", cuda_arch=arch)
-            module.save(folder / f"{_name(case)}.{system}.vmfb")
-            print(_name(case), system, module.stats)
-
-
-def _events_ms(fn, inputs: list[tuple]) -> float:
-    for args in inputs:  # warm-up
-        fn(*args)
-    torch.cuda.synchronize()
-    times = []
-    for i in range(REPEATS):
-        args = inputs[i % len(inputs)]
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(*args)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
-def _iree_system(path: Path):
-    """A timer and a checked call for one IREE module on device-resident tensors.
-
-    The time is the module's device time per call: the durations of its kernels as
-    CUPTI records them (torch's profiler sees IREE's launches too) over calls submitted
-    back to back, as CUDA events time the torch systems' kernels. The host-side cost of
-    a Python call is recorded apart (``call_ms``, a blocking call, median).
-    """
-    function = fc.load(path, device="cuda")["main"]
-
-    def timer(inputs: list[tuple]) -> float:
-        for args in inputs:  # warm-up
-            function.submit(*args)
-        function.submit(*inputs[0]).wait()
-
-        def back_to_back() -> None:
-            for i in range(REPEATS):
-                last = function.submit(*inputs[i % len(inputs)])
-            last.wait()
-
-        return kernel_ms(back_to_back, REPEATS)
-
-    timer.call_ms = functools.partial(_wall_ms, function)
-    return timer, function
-
-
-def run(folder: Path, out: Path) -> int:
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    out.mkdir(parents=True, exist_ok=True)
-    gpu = torch.cuda.get_device_name().replace(" ", "_")
-    records = []
-    for case in CASES:
-        b, h, hkv, n, d, dtype, causal = case
-        inputs = [_qkv(case, "cuda") for _ in range(3)]
-        with torch.no_grad():
-            ref = SDPA(causal)(*(x.float() for x in inputs[0]))
-        flops = 4 * b * h * n * n * d / (2 if causal else 1)
-        unfused = Unfused(causal).cuda()
-        compiled = torch.compile(unfused)
-
-        def flash(q, k, v, causal=causal):
-            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                return SDPA(causal)(q, k, v)
-
-        def cudnn(q, k, v, causal=causal):
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                return SDPA(causal)(q, k, v)
-
-        systems = {
-            name: (functools.partial(_events_ms, fn), fn)
-            for name, fn in (
-                ("torch_eager_unfused", unfused),
-                ("torch_sdpa_flash", flash),
-                ("torch_sdpa_cudnn", cudnn),
-                ("torch_compile_unfused", compiled),
-            )
-        }
-        for system in ("ours_sm90", "ours", "iree_sdpa"):
-            systems[system] = _iree_system(folder / f"{_name(case)}.{system}.vmfb")
-        for system, (timer, checked) in systems.items():
-            records.append(_record(case, system, timer, checked, inputs, ref, flops))
-            print(json.dumps(records[-1]), flush=True)
-            (out / f"{gpu}.json").write_text(json.dumps(records, indent=1))  # so far
-    _write(records, out, gpu)
-    return 0
-
-
-def _record(case, system: str, timer, checked, inputs, ref, flops: float) -> dict:
-    """One system on one case: output checked against ``ref``, then timed."""
+def _fields(case) -> dict:
     b, h, hkv, n, d, dtype, causal = case
-    record = dict(
-        case=_name(case),
+    return dict(
+        case=name(case),
         dtype=str(dtype).removeprefix("torch."),
         B=b,
         H=h,
@@ -213,93 +118,119 @@ def _record(case, system: str, timer, checked, inputs, ref, flops: float) -> dic
         Nk=n,
         D=d,
         causal=causal,
-        system=system,
     )
-    try:
-        with torch.no_grad():
-            got = checked(*inputs[0])
-            error = ((got.float() - ref).norm() / ref.norm()).item()
-            ms = timer(inputs)
-        record.update(ms=ms, tflops=flops / ms / 1e9, rel_err=error)
-        if hasattr(timer, "call_ms"):
-            record.update(call_ms=timer.call_ms(inputs))
-    except Exception as exc:  # a system that cannot run this case is a result
-        record.update(ms=None, tflops=None, rel_err=None, error=str(exc).splitlines()[0][:200])
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    return record
 
 
-def _write(records: list[dict], out: Path, name: str) -> None:
-    (out / f"{name}.json").write_text(json.dumps(records, indent=1))
-    lines = ["| case | system | ms | TFLOP/s | rel. error |", "|---|---|---|---|---|"]
-    for r in records:
-        if r["ms"] is None:
-            lines.append(f"| {r['case']} | {r['system']} | failed: {r['error']} | | |")
-        else:
-            lines.append(
-                f"| {r['case']} | {r['system']} | {r['ms']:.3f} | {r['tflops']:.3g} "
-                f"| {r['rel_err']:.1e} |"
+def _selected(cases: list, args: argparse.Namespace) -> list:
+    return [c for c in cases if args.only in name(c)]
+
+
+def prepare(folder: Path, args: argparse.Namespace) -> None:
+    """Compiles every case for each IREE system."""
+    for case in _selected(CASES, args):
+        for system, (model, arch) in MODULES.items():
+            module = fc.compile(
+                globals()[model](case[-1]), qkv(case), target="cuda", cuda_arch=arch
             )
-    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+            module.save(folder / f"{name(case)}.{system}.vmfb")
+            print(name(case), system, module.stats, flush=True)
 
 
-# The CPU section: small shapes, fp32, compiled and run in the same process.
-CPU_CASES = [
-    (1, 8, 8, n, 64, torch.float32, causal) for n in (512, 1024, 2048) for causal in (False, True)
-]
+def _gpu_systems(case, folder: Path) -> dict:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    causal = case[-1]
+    unfused = Unfused(causal).cuda()
+
+    def flash(q, k, v):
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return SDPA(causal)(q, k, v)
+
+    def cudnn(q, k, v):
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return SDPA(causal)(q, k, v)
+
+    systems = {
+        system: fc.load(folder / f"{name(case)}.{system}.vmfb", device="cuda")["main"]
+        for system in MODULES
+    }
+    systems.update(
+        torch_sdpa_flash=flash,
+        torch_sdpa_cudnn=cudnn,
+        torch_compile_unfused=torch.compile(unfused),
+        torch_eager_unfused=unfused,
+    )
+    return systems
 
 
-def _wall_ms(fn, inputs: list[tuple]) -> float:
-    for args in inputs:  # warm-up
-        fn(*args)
-    times = []
-    for i in range(REPEATS):
-        start = time.perf_counter()
-        fn(*inputs[i % len(inputs)])
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+def _cpu_systems(case) -> dict:
+    causal = case[-1]
+    systems = {}
+    for system, model, options in (
+        ("ours", Unfused(causal), {}),  # the CPU default: our online-softmax loop nest
+        ("ours_iree_op", Unfused(causal), {"attention": "iree"}),
+        ("iree_sdpa", SDPA(causal), {"pipeline": "builtin.module()"}),  # no pass of ours
+    ):
+        systems[system] = fc.load(fc.compile(model, qkv(case), target="cpu", **options))["main"]
+    systems.update(torch_sdpa=SDPA(causal), torch_eager_unfused=Unfused(causal))
+    return systems
 
 
-def run_cpu(out: Path) -> int:
-    """Ours (IREE's attention op, and the online-softmax rewrite) against IREE alone on
-    SDPA, torch eager unfused and torch SDPA, on this machine's CPU; wall clock, median."""
-    out.mkdir(parents=True, exist_ok=True)
-    threads = torch.get_num_threads()
-    name = f"cpu_{threads}threads"
+def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
+    cuda = not args.cpu
     records = []
-    for case in CPU_CASES:
-        b, h, hkv, n, d, dtype, causal = case
-        inputs = [_qkv(case) for _ in range(3)]
+    for case in _selected(CPU_CASES if args.cpu else CASES, args):
+        b, h, _, n, d, _, causal = case
+        device = "cuda" if cuda else "cpu"
+        inputs = [qkv(case, device) for _ in range(3)]
         with torch.no_grad():
-            ref = SDPA(causal)(*(x.double() for x in inputs[0])).float()
-        flops = 4 * b * h * n * n * d / (2 if causal else 1)
-        unfused, sdpa = Unfused(causal), SDPA(causal)
-        systems = {
-            "torch_eager_unfused": unfused,
-            "torch_sdpa": sdpa,
-        }
-        for system, model, options in (
-            ("ours", Unfused(causal), {"attention": "iree"}),
-            ("ours_online_softmax", Unfused(causal), {"attention": "online-softmax"}),
-            ("iree_sdpa", SDPA(causal), {"pipeline": "builtin.module()"}),  # no pass of ours
-        ):
-            module = fc.compile(model, example_args=inputs[0], target="cpu", **options)
-            systems[system] = fc.load(module)["main"]
-        for system, fn in systems.items():
-            timer = functools.partial(_wall_ms, fn)
-            records.append(_record(case, system, timer, fn, inputs, ref, flops))
-            print(json.dumps(records[-1]), flush=True)
-    _write(records, out, name)
-    return 0
+            exact = torch.float32 if cuda else torch.float64
+            reference = SDPA(causal)(*(x.to(exact) for x in inputs[0]))
+        flops = harness.attention_flops(b, h, n, n, d, causal)
+        systems = _gpu_systems(case, folder) if cuda else _cpu_systems(case)
+        for system, call in systems.items():
+            records.append(
+                harness.measure(_fields(case), system, call, inputs, reference, flops, cuda)
+            )
+        harness.write(records, out, "peers_cpu" if args.cpu else "peers", render)  # so far
+    return records
+
+
+def render(records: list[dict]) -> str:
+    """The three timings per system, then TFLOP/s (device time) with ours_sm90's ratios."""
+    by_case: dict[str, dict[str, dict]] = {}
+    for r in records:
+        by_case.setdefault(r["case"], {})[r["system"]] = r
+    systems = [s for s in SYSTEMS if any(s in c for c in by_case.values())] or sorted(
+        {r["system"] for r in records}
+    )
+
+    def tflops(case: str, system: str) -> float | None:
+        return by_case.get(case, {}).get(system, {}).get("tflops")
+
+    head = [*systems, "/ flash", "/ cuDNN", "/ IREE alone"]
+    lines = ["| case | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
+    for case, found in by_case.items():
+        cells = []
+        for system in systems:
+            value = tflops(case, system)
+            cells.append(f"{value:.0f}" if value else ("failed" if system in found else "-"))
+        ours = tflops(case, "ours_sm90")
+        for peer in ("torch_sdpa_flash", "torch_sdpa_cudnn", "iree_sdpa"):
+            other = tflops(case, peer)
+            cells.append(f"{ours / other:.2f}x" if ours and other else "-")
+        lines.append(f"| {case} | " + " | ".join(cells) + " |")
+    return (
+        "TFLOP/s from device time (4·B·H·N²·D / t, halved for causal):\n\n"
+        + "\n".join(lines)
+        + "\n\nEvery system, the three timings (ms):\n\n"
+        + harness.table(records)
+    )
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cpu", action="store_true", help="the CPU cases, compiled here")
 
 
 if __name__ == "__main__":
-    command, folder = sys.argv[1], Path(sys.argv[2])
-    if command == "prepare":  # prepare FOLDER [SYSTEM ...]
-        prepare(folder, sys.argv[3:])
-    elif command == "cpu":
-        sys.exit(run_cpu(folder))
-    else:
-        sys.exit(run(folder, Path(sys.argv[3])))
+    sys.exit(harness.main(__doc__.splitlines()[0], prepare, run, options=_options))

@@ -1,6 +1,6 @@
 """TFLOP/s against N, one line per system, from a peer harness run.
 
-    .venv/bin/python benchmarks/plot_peers.py benchmarks/results/NVIDIA_H200.json OUT.png
+    .venv/bin/python benchmarks/plot_peers.py benchmarks/results/peers_h200.json OUT.png
 
 Needs matplotlib (pip install matplotlib). One panel per (dtype, causal), for the cases
 with H·D = 2048 (H16 D128 and H8 D128 at growing N, H32 D64).
@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def main(source: str, target: str) -> None:
-    records = [r for r in json.loads(open(source).read()) if r["tflops"] and r["Hkv"] == r["H"]]
+    records = [r for r in json.loads(open(source).read()) if r.get("tflops") and r["Hkv"] == r["H"]]
     panels = sorted({(r["dtype"], r["causal"]) for r in records})
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
     for ax, (dtype, causal) in zip(axes[0], panels, strict=True):

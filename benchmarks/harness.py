@@ -1,0 +1,189 @@
+"""The benchmark harness: one timer for every system, one record format, one table.
+
+Every system, ours or a peer, is a Python callable that takes one input set and returns
+its output, as a user calls it. Each is timed the same three ways in the same run:
+
+- ``device_ms``: device time per call (CUPTI, through torch's profiler, which sees IREE's
+  launches too): every kernel and copy of ``REPEATS`` calls made back to back, over the
+  number of calls. On the CPU there is none.
+- ``loop_ms``: wall time per call of ``REPEATS`` calls made back to back, until the last
+  result is finished; median of three such loops.
+- ``call_ms``: wall time of one call from Python until its result is finished, median
+  of ``REPEATS``.
+
+Input sets rotate (three by default), so no call reads what the one before left in the
+cache. TFLOP/s is 4·B·H·Nq·Nk·D / device time (loop time on the CPU), halved for causal.
+
+A suite is a small script on top of ``main``: ``prepare FOLDER`` compiles what runs
+elsewhere (IREE modules on the CPU machine), ``run FOLDER OUT`` times on the machine it
+runs on and writes ``OUT/<name>.json`` (one record per case and system) and ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+
+REPEATS = 20
+WARMUP = 3
+
+
+def _finish(cuda: bool) -> None:
+    if cuda:
+        torch.cuda.synchronize()
+
+
+def _outputs(result) -> list[torch.Tensor]:
+    if isinstance(result, torch.Tensor):
+        return [result]
+    return [t for t in result if isinstance(t, torch.Tensor)]
+
+
+def timings(call: Callable, inputs: Sequence[tuple], cuda: bool, repeats: int = REPEATS) -> dict:
+    """``device_ms``, ``loop_ms`` and ``call_ms`` of ``call`` (see the module's doc)."""
+    for i in range(WARMUP):
+        call(*inputs[i % len(inputs)])
+    _finish(cuda)
+
+    def back_to_back() -> None:
+        for i in range(repeats):
+            call(*inputs[i % len(inputs)])
+        _finish(cuda)
+
+    loops = []
+    for _ in range(3):
+        start = time.perf_counter()
+        back_to_back()
+        loops.append((time.perf_counter() - start) / repeats * 1e3)
+    single = []
+    for i in range(repeats):
+        start = time.perf_counter()
+        call(*inputs[i % len(inputs)])
+        _finish(cuda)
+        single.append((time.perf_counter() - start) * 1e3)
+    device_ms = None
+    if cuda:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            back_to_back()
+        on_device = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        device_ms = sum(e.device_time for e in on_device) / repeats / 1e3
+    return {
+        "device_ms": device_ms,
+        "loop_ms": statistics.median(loops),
+        "call_ms": statistics.median(single),
+    }
+
+
+def rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    got, want = got.double().cpu(), want.double().cpu()
+    return ((got - want).norm() / want.norm()).item()
+
+
+def measure(
+    case: dict,
+    system: str,
+    call: Callable,
+    inputs: Sequence[tuple],
+    reference: torch.Tensor,
+    flops: float,
+    cuda: bool,
+) -> dict:
+    """One system on one case: its output checked against ``reference`` (the first input
+    set's), then timed. A system that cannot run the case gives a record with its error."""
+    record = {**case, "system": system}
+    try:
+        with torch.no_grad():
+            error = rel_error(_outputs(call(*inputs[0]))[0], reference)
+            times = timings(call, inputs, cuda)
+        basis = times["device_ms"] if cuda else times["loop_ms"]
+        record.update(times, tflops=flops / basis / 1e9, rel_err=error)
+    except Exception as exc:  # a failure to run is a result: out of memory, unsupported
+        record.update(error=(str(exc).strip().splitlines() or [type(exc).__name__])[0][:200])
+        if cuda:
+            torch.cuda.empty_cache()
+    print(json.dumps(record), flush=True)
+    return record
+
+
+def attention_flops(b: int, h: int, nq: int, nk: int, d: int, causal: bool) -> float:
+    return 4 * b * h * nq * nk * d / (2 if causal else 1)
+
+
+def _cell(value: float | None, digits: str = ".3f") -> str:
+    return "-" if value is None else format(value, digits)
+
+
+def table(records: list[dict], key: str = "case") -> str:
+    """Markdown: a row per case and system with the three timings, TFLOP/s and error."""
+    lines = [
+        f"| {key} | system | device ms | loop ms | call ms | TFLOP/s | rel. error |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        if "error" in r:
+            lines.append(f"| {r[key]} | {r['system']} | failed: {r['error']} | | | | |")
+            continue
+        lines.append(
+            f"| {r[key]} | {r['system']} | {_cell(r['device_ms'])} | {_cell(r['loop_ms'])} "
+            f"| {_cell(r['call_ms'])} | {r['tflops']:.3g} | {r['rel_err']:.1e} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write(records: list[dict], out: Path, name: str, render: Callable = table) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(records, indent=1) + "\n")
+    (out / f"{name}.md").write_text(render(records))
+
+
+def machine() -> str:
+    """What the timings ran on, for the results file's header."""
+    import platform
+
+    parts = [platform.processor() or platform.machine(), f"torch {torch.__version__}"]
+    if torch.cuda.is_available():
+        parts.insert(0, torch.cuda.get_device_name())
+    try:
+        import iree.runtime
+
+        parts.append(f"iree-base-runtime {iree.runtime.version.VERSION}")
+    except (ImportError, AttributeError):
+        pass
+    return ", ".join(parts)
+
+
+def main(
+    description: str,
+    prepare: Callable[[Path, argparse.Namespace], None] | None,
+    run: Callable[[Path, Path, argparse.Namespace], list[dict]],
+    argv: list[str] | None = None,
+    options: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> int:
+    """The command line of a suite: ``prepare FOLDER`` and ``run FOLDER OUT``; ``run``
+    writes its records (``write``) and returns them. Fails if one of ours failed."""
+    parser = argparse.ArgumentParser(description=description)
+    commands = parser.add_subparsers(dest="command", required=True)
+    if prepare is not None:
+        p = commands.add_parser("prepare", help="compile the modules to FOLDER (CPU machine)")
+        p.add_argument("folder", type=Path)
+    r = commands.add_parser("run", help="time every system; results to OUT")
+    r.add_argument("folder", type=Path, help="where prepare wrote the modules")
+    r.add_argument("out", type=Path)
+    for sub in commands.choices.values():
+        sub.add_argument("--only", default="", help="only the cases whose name contains this")
+        if options is not None:
+            options(sub)
+    args = parser.parse_args(argv)
+    if args.command == "prepare":
+        args.folder.mkdir(parents=True, exist_ok=True)
+        prepare(args.folder, args)
+        return 0
+    records = run(args.folder, args.out, args)
+    print(table(records))
+    return 1 if any("error" in r and r["system"].startswith("ours") for r in records) else 0
