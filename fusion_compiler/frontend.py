@@ -258,19 +258,37 @@ def functional(
         ) from None
 
 
+# Ops whose every element is a sum of products over the contracted dims: with an operand
+# of no element (a contracted dim of extent 0, the result's being non-empty), each is 0.
+_SUMS_OF_PRODUCTS = {
+    torch.ops.aten.einsum.default,
+    torch.ops.aten.matmul.default,
+    torch.ops.aten.bmm.default,
+    torch.ops.aten.mm.default,
+    torch.ops.aten.mv.default,
+    torch.ops.aten.dot.default,
+}
+
+
 def _empty_results_as_zeros(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
-    """Every op whose result has no element computes nothing: it becomes ``aten.zeros`` of
-    that shape (IREE 3.13's torch lowering stops with SIGFPE on some ops over an extent
-    of 0; what such a result feeds is folded in Linalg by fusion-fold-empty)."""
+    """Every op whose result has no element computes nothing, and a sum of products over
+    no terms is 0: each becomes ``aten.zeros`` of its shape (IREE 3.13's torch lowering
+    stops with SIGFPE on some ops over an extent of 0, and on the views its einsum
+    lowering makes of empty operands; what such a result feeds is folded in Linalg by
+    fusion-fold-empty)."""
     graph = program.graph_module.graph
     changed = False
     for node in list(graph.nodes):
         value = node.meta.get("val")
         if node.op != "call_function" or not isinstance(value, torch.Tensor):
             continue
-        if node.target is torch.ops.aten.zeros.default or value.numel() != 0:
+        if node.target is torch.ops.aten.zeros.default or not _static(value):
             continue
-        if not all(isinstance(d, int) for d in value.shape):
+        operands = [a.meta.get("val") for a in node.all_input_nodes]
+        over_nothing = node.target in _SUMS_OF_PRODUCTS and any(
+            isinstance(a, torch.Tensor) and _static(a) and a.numel() == 0 for a in operands
+        )
+        if value.numel() != 0 and not over_nothing:
             continue
         with graph.inserting_before(node):
             zeros = graph.call_function(
@@ -285,6 +303,10 @@ def _empty_results_as_zeros(program: torch.export.ExportedProgram) -> torch.expo
         graph.eliminate_dead_code()
         program.graph_module.recompile()
     return program
+
+
+def _static(value: torch.Tensor) -> bool:
+    return all(isinstance(d, int) for d in value.shape)
 
 
 def _sdpa_masks_at_query_rank(

@@ -150,3 +150,15 @@ def test_einsum_broadcast_against_a_dynamic_length() -> None:
     run = fc.load(fc.compile(model, (q, k), dynamic_shapes=({}, {0: batch})))
     k = torch.randn(4, 3, 7, 16)
     assert rel_error(run(q, k), model(q, k)) < 1e-6
+
+
+@pytest.mark.parametrize(
+    ("equation", "a", "b"),
+    [("...qk,...kd->...qd", (1, 2, 3, 0), (1, 2, 0, 16)), ("...k,...k->...", (3, 0), (3, 0))],
+)
+def test_einsum_over_no_terms_is_zeros(equation: str, a: tuple, b: tuple) -> None:
+    """IREE's einsum lowering views the empty operands, and its view lowering divides by
+    their size of 0 (SIGFPE)."""
+    model, x, y = _Einsum(equation), torch.randn(a), torch.randn(b)
+    got = fc.load(fc.compile(model, (x, y)))(x, y)
+    assert got.shape == model(x, y).shape and not got.any()
