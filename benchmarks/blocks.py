@@ -71,9 +71,12 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
         with torch.no_grad():
             reference = _block(case).cuda()(inputs[0][0].float())
         model = _block(case).half().cuda()
+        # the modules found: each holds the block's weights, so they may travel apart
+        paths = {system: folder / f"{name}.{system}.vmfb" for system in MODULES}
         systems = {
-            system: fc.load(folder / f"{name}.{system}.vmfb", device="cuda")["main"]
-            for system in MODULES
+            system: fc.load(path, device="cuda")["main"]
+            for system, path in paths.items()
+            if path.exists()
         }
         systems.update(torch_eager=model, torch_compile=torch.compile(model))
         head_dim = dim // heads
