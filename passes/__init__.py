@@ -20,6 +20,7 @@ _MODULES: dict[str, str] = {
     "fusion-kernel-attention": "fusion_compiler.passes.kernel_attention",
     "fusion-online-softmax": "fusion_compiler.passes.online_softmax",
     "fusion-schedule": "fusion_compiler.passes.schedule",
+    "fusion-softmax-input-in-memory": "fusion_compiler.passes.softmax_input_in_memory",
     "fusion-spirv-attention": "fusion_compiler.passes.spirv_attention",
     "fusion-tile-and-fuse": "fusion_compiler.passes.tile_and_fuse",
 }
@@ -39,6 +40,9 @@ _CLEANUP = ("resolve-ranked-shaped-type-result-dims", "canonicalize", "cse")
 _EMPTY = "fusion-fold-empty"
 # Attention found, every mask of it (SDPA's boolean ones too) additive, empty ones folded.
 _DETECT = ("fusion-detect-attention", *_CLEANUP, "fusion-additive-mask", _EMPTY)
+# llvm-cpu keeps the rows of a producer fused into a softmax's dispatch on the stack, with
+# no bound over a dynamic extent: such a softmax reads its input from memory.
+_CPU_SOFTMAX = "fusion-softmax-input-in-memory"
 # The head split and merge moved into the attention ops IREE lowers (or that are
 # decomposed), and the reshapes left behind folded.
 _TILE_AND_FUSE = ("fusion-tile-and-fuse", "canonicalize")
@@ -49,6 +53,7 @@ DEFAULT_PIPELINES: dict[str, tuple[str, ...]] = {
         _GUARD,
         _SAFE_HEAD_DIM,
         "fusion-find-softmax",
+        _CPU_SOFTMAX,
     ),
     "cuda": (
         *_DETECT,
@@ -132,7 +137,7 @@ def default_pipeline(
             f"unknown attention mode {attention!r}; expected one of: {', '.join(ATTENTION_MODES)}"
         )
     if target == "cpu" and attention in ("auto", "online-softmax"):
-        return online_softmax_pipeline(*_CPU_BLOCKS)
+        return [*online_softmax_pipeline(*_CPU_BLOCKS), _CPU_SOFTMAX]
     if attention == "online-softmax":
         return list(ONLINE_SOFTMAX_PIPELINE)
     if attention == "auto" and kernel_arch is not None and target == "cuda":
