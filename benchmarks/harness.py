@@ -4,8 +4,8 @@ Every system, ours or a peer, is a Python callable that takes one input set and 
 its output, as a user calls it. Each is timed the same three ways in the same run:
 
 - ``device_ms``: device time per call (CUPTI, through torch's profiler, which sees IREE's
-  launches too): every kernel and copy of ``REPEATS`` calls made back to back, over the
-  number of calls. On the CPU there is none.
+  launches too): every kernel and copy of ``REPEATS`` calls made back to back (fewer for
+  a system slower than 50 ms a call), over the number of calls. On the CPU there is none.
 - ``loop_ms``: wall time per call of ``REPEATS`` calls made back to back, until the last
   result is finished; median of three such loops.
 - ``call_ms``: wall time of one call from Python until its result is finished, median
@@ -32,6 +32,8 @@ import torch
 
 REPEATS = 20
 WARMUP = 3
+# about how long each timing of one system may take
+SECONDS_PER_TIMING = 1.0
 
 
 def _finish(cuda: bool) -> None:
@@ -46,10 +48,15 @@ def _outputs(result) -> list[torch.Tensor]:
 
 
 def timings(call: Callable, inputs: Sequence[tuple], cuda: bool, repeats: int = REPEATS) -> dict:
-    """``device_ms``, ``loop_ms`` and ``call_ms`` of ``call`` (see the module's doc)."""
+    """``device_ms``, ``loop_ms`` and ``call_ms`` of ``call`` (see the module's doc). A
+    system slower than ``SECONDS_PER_TIMING / repeats`` a call gets fewer repeats (3 at
+    least), the same for each of its three timings."""
     for i in range(WARMUP):
+        start = time.perf_counter()
         call(*inputs[i % len(inputs)])
-    _finish(cuda)
+        _finish(cuda)
+        seconds = time.perf_counter() - start
+    repeats = max(3, min(repeats, round(SECONDS_PER_TIMING / max(seconds, 1e-9))))
 
     def back_to_back() -> None:
         for i in range(repeats):
