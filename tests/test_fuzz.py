@@ -5,8 +5,8 @@ The graphs come from ``fuzz_graphs.Case`` (see there for every dimension drawn).
 case runs in a child process (``fuzz_graphs.Worker``): a compile that crashes fails
 its case, not the session.
 
-- ``test_fuzz``: the fast profile, 100 derandomized examples, mostly small shapes (about
-  2.5 minutes on 2 cores); a failure is reported as found, not shrunk.
+- ``test_fuzz``: the fast profile, in every run: 80 derandomized examples, mostly small
+  shapes (about 3.5 minutes on 2 cores); a failure is reported as found, not shrunk.
 - ``test_fuzz_long``: ``pytest -m slow tests/test_fuzz.py``, 2000 examples, larger shapes
   more often, failures shrunk (skipped unless ``-m slow`` names it).
 - Both: ``FUZZ_EXAMPLES`` sets another count; with ``FUZZ_LOG=path`` every case and what
@@ -209,9 +209,6 @@ def _explore(strategy: st.SearchStrategy[Case], **options) -> None:
     assert not keep_going, f"{len(keep_going)} failing cases:\n" + "\n".join(keep_going)
 
 
-# Runs with -m slow until a CI run shows it clean on a fresh clone (it failed there once
-# where it passed locally); the found cases below run in every CI.
-@pytest.mark.slow
 def test_fuzz() -> None:
     _explore(
         cases(large=0.05),
