@@ -473,6 +473,7 @@ def import_model(
     with TORCH_LOCK:
         while True:
             program = functional(source, decompose)
+            _refuse_complex(program)
             results = _constant_outputs_dropped(program)
             module = _import_program(program, context)
             names = {name for name, _ in _torch_operators(module.operation)}
@@ -486,6 +487,54 @@ def import_model(
     entries = {signature.DIMS_KEY: dims, signature.RESULTS_KEY: results}
     _attach_to_entry_point(module.operation, {k: v for k, v in entries.items() if v})
     return module, Stage.TORCH
+
+
+_COMPLEX_ADVICE = (
+    "IREE 3.13 cannot compile complex numbers (its CPU and GPU code generation has no "
+    "lowering for them); compute with the real and imaginary parts as separate float "
+    "tensors (as transformers' rotary embeddings do with cos and sin)"
+)
+
+
+def _refuse_complex(program: torch.export.ExportedProgram) -> None:
+    """Where complex values enter the program: complex inputs, parameters and buffers,
+    and the ops that make complex results of real operands (``view_as_complex``,
+    ``polar``, ``complex``), each with its source line."""
+    found = []
+    for node in program.graph.nodes:
+        value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor) or not value.is_complex():
+            continue
+        if node.op == "placeholder":
+            found.append(
+                (
+                    f"{_placeholder(program, node.name)} of {value.dtype} ({_COMPLEX_ADVICE})",
+                    "<input>",
+                )
+            )
+            continue
+        operands = [a.meta.get("val") for a in node.all_input_nodes]
+        if not any(isinstance(a, torch.Tensor) and a.is_complex() for a in operands):
+            found.append(
+                (f"{_node_op(node)}, a {value.dtype} result ({_COMPLEX_ADVICE})", _node_line(node))
+            )
+    if found:
+        raise UnsupportedOpError(found)
+
+
+def _placeholder(program: torch.export.ExportedProgram, name: str) -> str:
+    """What a placeholder of the graph is in the model: ``parameter 'w'``, ``input 0``."""
+    signature = program.graph_signature
+    for kind, table in (
+        ("parameter", signature.inputs_to_parameters),
+        ("buffer", signature.inputs_to_buffers),
+        ("constant", signature.inputs_to_lifted_tensor_constants),
+    ):
+        if name in table:
+            return f"{kind} {table[name]!r}"
+    if name in signature.user_inputs:
+        return f"input {signature.user_inputs.index(name)}"
+    return name
 
 
 def _constant_outputs_dropped(program: torch.export.ExportedProgram) -> str | None:

@@ -162,3 +162,42 @@ def test_einsum_over_no_terms_is_zeros(equation: str, a: tuple, b: tuple) -> Non
     model, x, y = _Einsum(equation), torch.randn(a), torch.randn(b)
     got = fc.load(fc.compile(model, (x, y)))(x, y)
     assert got.shape == model(x, y).shape and not got.any()
+
+
+class _ComplexRope(torch.nn.Module):
+    """Meta's original Llama rotary embedding: Q as complex numbers times e^(iθ)."""
+
+    def __init__(self, as_buffer: bool):
+        super().__init__()
+        angles = torch.outer(torch.arange(8.0), torch.ones(4))
+        self.as_buffer = as_buffer
+        self.register_buffer("freqs", torch.polar(torch.ones_like(angles), angles))
+        self.register_buffer("angles", angles)
+
+    def forward(self, q):
+        freqs = self.freqs
+        if not self.as_buffer:
+            freqs = torch.polar(torch.ones_like(self.angles), self.angles)  # COMPLEX
+        rotated = torch.view_as_complex(q.reshape(8, 4, 2)) * freqs
+        return torch.view_as_real(rotated).flatten(1)
+
+
+@pytest.mark.parametrize("as_buffer", [True, False])
+def test_complex_numbers_are_refused_where_they_enter(as_buffer: bool) -> None:
+    """IREE fails on complex values deep inside its code generation; we name where they
+    come from (a buffer; the ops that make them, with their line) before it runs."""
+    with pytest.raises(fc.UnsupportedOpError) as info:
+        fc.compile(_ComplexRope(as_buffer), example_args=(torch.randn(8, 8),))
+    names = [name for name, _ in info.value.ops]
+    if as_buffer:
+        assert names[0].startswith("buffer 'freqs' of torch.complex64")
+    else:
+        line = next(
+            i
+            for i, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+            if text.rstrip().endswith("# COMPLEX")
+        )
+        assert any(n.startswith("torch.aten.polar") for n in names), names
+        where = [loc.split(":")[:2] for _, loc in info.value.ops]
+        assert [str(Path(__file__)), str(line)] in where, where
+    assert all("complex" in name for name in names)
