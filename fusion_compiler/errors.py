@@ -151,6 +151,26 @@ class DimensionMismatchError(ArgumentError):
         )
 
 
+class DimensionRangeError(ArgumentError):
+    """A dynamic dimension of a call is outside the range the module was exported for
+    (``torch.export.Dim(min=, max=)``)."""
+
+    def __init__(
+        self, function: str, index: int, dim: int, got: int, low: int | None, high: int | None
+    ):
+        self.function = function
+        self.index = index
+        self.dim = dim
+        self.got = got
+        self.low, self.high = low, high
+        bounds = f"{low if low is not None else 0}..{high if high is not None else 'inf'}"
+        super().__init__(
+            f"{function}: argument {index} has size {got} in dim {dim}, outside the range "
+            f"{bounds} the module was exported for; export with a Dim whose min and max "
+            "include it"
+        )
+
+
 class ModuleFileError(FusionCompilerError):
     """What ``fc.load`` was given is not a module it can load (a folder, a file it cannot
     read, bytes that are not an IREE module)."""

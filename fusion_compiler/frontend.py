@@ -484,7 +484,12 @@ def import_model(
             del module
             decompose |= composite
         dims = dynamic_dims(source)
-    entries = {signature.DIMS_KEY: dims, signature.RESULTS_KEY: results}
+        ranges = dim_ranges(source) if dims else None
+    entries = {
+        signature.DIMS_KEY: dims,
+        signature.RANGES_KEY: ranges,
+        signature.RESULTS_KEY: results,
+    }
     _attach_to_entry_point(module.operation, {k: v for k, v in entries.items() if v})
     return module, Stage.TORCH
 
@@ -581,6 +586,23 @@ def dynamic_dims(program: torch.export.ExportedProgram) -> str | None:
     if not any(any(dims) for dims in arguments):
         return None
     return ";".join(",".join(dims) for dims in arguments)
+
+
+def dim_ranges(program: torch.export.ExportedProgram) -> str | None:
+    """``s0=2:4096;s1=0:``: each symbol's range from torch.export (``Dim(min=, max=)``),
+    an unbounded end left empty; None when no symbol has a bound."""
+    ranges = []
+    for symbol, bounds in program.range_constraints.items():
+        if not isinstance(symbol, sympy.Symbol):
+            continue
+        low, high = bounds.lower, bounds.upper
+        # torch's own floor for a dynamic dim (0, or 2 where it specialises 0 and 1) is
+        # not a limit of the compiled module: only a minimum above it is kept
+        low = str(int(low)) if low.is_finite and int(low) > 2 else ""
+        high = str(int(high)) if high.is_finite else ""
+        if low or high:
+            ranges.append(f"{symbol}={low}:{high}")
+    return ";".join(ranges) or None
 
 
 def _expression(expr: sympy.Expr) -> str | None:

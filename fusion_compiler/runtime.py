@@ -26,6 +26,7 @@ from fusion_compiler.errors import (
     ArgumentError,
     DamagedFileError,
     DimensionMismatchError,
+    DimensionRangeError,
     FusionCompilerError,
     ModuleFileError,
 )
@@ -135,6 +136,25 @@ def _dims(text: str) -> list[_Dim]:
     return found
 
 
+def _ranges(text: str) -> dict[str, tuple[int | None, int | None]]:
+    """``s0=2:4096;s1=:64`` (signature.RANGES_KEY) -> {symbol: (min or None, max or None)}."""
+    ranges = {}
+    for entry in filter(None, text.split(";")):
+        symbol, _, bounds = entry.partition("=")
+        low, _, high = bounds.partition(":")
+        ranges[symbol] = (int(low) if low else None, int(high) if high else None)
+    return ranges
+
+
+def _bound_by(dims: list[_Dim], symbol: str) -> tuple[int, int]:
+    """(argument, dim) of the first dim that is ``symbol`` alone."""
+    return next(
+        (d.index, d.dim)
+        for d in dims
+        if isinstance(d.expression, ast.Name) and d.expression.id == symbol
+    )
+
+
 class _Renamed(ast.NodeTransformer):
     """Symbols replaced by the argument dims that bind them, for messages."""
 
@@ -189,6 +209,7 @@ class Function:
             self.inputs = [TensorSpec.parse(t) for t in _TENSOR.findall(declaration.split("->")[0])]
         # how the dynamic dims relate (K and V of one length), where the front end knew it
         self.dims = _dims(reflection["fusion.dims"]) if "fusion.dims" in reflection else []
+        self.ranges = _ranges(reflection.get("fusion.dim_ranges", ""))
         self._results = None
         if "fusion.results" in reflection:
             self._results = json.loads(reflection["fusion.results"])
@@ -287,8 +308,9 @@ class Function:
             ) from None
 
     def _check_dims(self, tensors: list[torch.Tensor]) -> None:
-        """Dynamic dims the exported program ties together (the same symbol, or one
-        derived from another) agree: IREE runs such a call, on memory past the shorter."""
+        """Dynamic dims are inside the ranges they were exported with, and those the
+        exported program ties together (the same symbol, or one derived from another)
+        agree: IREE runs such a call, on memory past the shorter."""
         if not self.dims or len(tensors) <= max(d.index for d in self.dims):
             return
         values: dict[str, int] = {}
@@ -297,6 +319,11 @@ class Function:
             if isinstance(dim.expression, ast.Name) and dim.expression.id not in values:
                 values[dim.expression.id] = tensors[dim.index].shape[dim.dim]
                 names[dim.expression.id] = dim.name
+        for symbol, (low, high) in self.ranges.items():
+            got = values.get(symbol)
+            if got is not None and not (low or 0) <= got <= (high if high is not None else got):
+                index, dim = _bound_by(self.dims, symbol)
+                raise DimensionRangeError(self.name, index, dim, got, low, high)
         for dim in self.dims:
             if not dim.symbols <= values.keys():
                 continue

@@ -3,9 +3,10 @@
 The torch ABI passes ``!hal.buffer_view``s, which carry no shape or dtype, so the
 tensor types are read off the ``hal.tensor.import``/``export`` ops and stored as
 ``iree.reflection`` entries that the runtime reads back (``fusion_compiler.runtime``).
-What only the exported program knows, how dynamic dims relate (K and V of one length)
-and the constants (None) among the model's results, the front end leaves on the module
-(``DIMS_KEY``, ``RESULTS_KEY``: per function); ``attach`` moves it into the reflection.
+What only the exported program knows, how dynamic dims relate (K and V of one length),
+their ranges, and the constants (None) among the model's results, the front end leaves
+on the module (``DIMS_KEY``, ``RANGES_KEY``, ``RESULTS_KEY``: per function); ``attach``
+moves it into the reflection.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ INPUTS_KEY = "fusion.inputs"
 OUTPUTS_KEY = "fusion.outputs"
 # Per argument (``;``), per dim (``,``): "" or an expression over symbols, ``s0``, ``(2 * s0)``.
 DIMS_KEY = "fusion.dims"
+# Per symbol of DIMS_KEY (``;``): ``s0=2:4096``, the range torch.export was given for it
+# (``Dim(min=, max=)``); an empty bound is unbounded.
+RANGES_KEY = "fusion.dim_ranges"
 # JSON of the model's results in order: {} a tensor the module returns, {"value": v} a
 # constant the program returned (None) that the runtime puts back.
 RESULTS_KEY = "fusion.results"
@@ -54,7 +58,7 @@ def attach(module: ir.Operation) -> None:
     functions = _functions(module)
     context = module.context
     facts: dict[str, dict[str, str]] = {}  # key -> function -> value, from the front end
-    for key in (DIMS_KEY, RESULTS_KEY):
+    for key in (DIMS_KEY, RANGES_KEY, RESULTS_KEY):
         if key in module.attributes:
             facts[key] = {
                 a.name: ir.StringAttr(a.attr).value for a in ir.DictAttr(module.attributes[key])
@@ -73,7 +77,8 @@ def attach(module: ir.Operation) -> None:
         dims = facts.get(DIMS_KEY, {}).get(name)
         if dims is not None and dims.count(";") + 1 == len(inputs):
             entries[DIMS_KEY] = ir.StringAttr.get(dims, context=context)
-        results = facts.get(RESULTS_KEY, {}).get(name)
-        if results is not None:
-            entries[RESULTS_KEY] = ir.StringAttr.get(results, context=context)
+        for key in (RANGES_KEY, RESULTS_KEY):
+            value = facts.get(key, {}).get(name)
+            if value is not None:
+                entries[key] = ir.StringAttr.get(value, context=context)
         func.attributes["iree.reflection"] = ir.DictAttr.get(entries, context=context)

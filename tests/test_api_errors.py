@@ -23,6 +23,7 @@ import fusion_compiler as fc
 from fusion_compiler.errors import (
     DamagedFileError,
     DimensionMismatchError,
+    DimensionRangeError,
     ExampleInputError,
     InputFileError,
     ModuleFileError,
@@ -332,6 +333,28 @@ def test_kv_lengths_that_differ_are_refused() -> None:
     assert error.rule == "2 * args[1].shape[2]"
     with pytest.raises(DimensionMismatchError):
         run["main"].submit(q, k, torch.randn(2, 4, 12, 32), w)
+
+
+def test_lengths_outside_the_exported_range_are_refused() -> None:
+    """``Dim(min=5, max=512)``: torch's exported module refuses 4 and 513; so do we."""
+    n = Dim("n", min=5, max=512)
+    q, k, v = torch.randn(2, 4, 8, 32), torch.randn(2, 4, 16, 32), torch.randn(2, 4, 16, 32)
+    w = torch.randn(2, 4, 32, 1)
+    module = fc.compile(
+        _TiedLengths(), example_args=(q, k, v, w), dynamic_shapes=({}, {2: n}, {2: n}, {2: 2 * n})
+    )
+    run = fc.load(module)
+    for length, fits in ((4, False), (5, True), (512, True), (513, False)):
+        k, v = torch.randn(2, 4, length, 32), torch.randn(2, 4, length, 32)
+        w = torch.randn(2, 4, 2 * length, 1)
+        if fits:
+            assert rel_error(run(q, k, v, w), _TiedLengths()(q, k, v, w)) < 1e-5
+            continue
+        with pytest.raises(DimensionRangeError) as info:
+            run(q, k, v, w)
+        error = info.value
+        assert (error.index, error.dim, error.got, error.low, error.high) == (1, 2, length, 5, 512)
+        assert "5..512" in str(error)
 
 
 class _Double(torch.nn.Module):
