@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fusion_compiler.dialects import causal, linalg, linalg_ext
+from fusion_compiler.dialects import causal, hal, linalg, linalg_ext
 from fusion_compiler.dialects.builders import (
     Size,
     affine_map,
@@ -58,6 +58,15 @@ _LOWEST = LOWEST_F32
 
 # A unit attribute on the outer loop, so the fused attention can still be counted.
 MARKER = "fusion.online_softmax"
+
+# Both loops run on the host, and nothing else keeps the VM from enqueueing every step,
+# each with its scores allocated, long before the device has run them: peak memory
+# O(N²), 3 GB at N=32K (B1 H4 D64 fp32 causal, local-task). So, having enqueued query
+# block i, the host waits until block i - lag is done, lag the fewest blocks that hold
+# this many key-block steps: the device keeps work queued while the host wakes up (slow
+# on a loaded host), and the steps in flight stay linear in N (148 MB at 32K,
+# benchmarks/results/cpu_memory.md).
+_QUEUED_STEPS = 64
 
 # The layout handled: one batch dim; (b, m, k1) x (b, k2, k1) or (b, k1, k2) x (b, k2, n).
 _Q, _V, _MASK, _OUT = [0, 1, 3], [0, 4, 2], [0, 1, 4], [0, 1, 2]
@@ -146,7 +155,9 @@ def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Valu
         keys = size_of(k, 2 if form.k_transposed else 1)
         width = size_of(v, 2)
         log2_scale = times(to_f32(scale), LOG2E)
-        outer = dialects.scf.ForOp(index(0), _as_index(rows), index(block_q), [out_init])
+        lag = _lag(rows, keys, block_q, block_k)
+        ring = [hal.null_fence() for _ in range(lag - 1)] if lag else []
+        outer = dialects.scf.ForOp(index(0), _as_index(rows), index(block_q), [out_init, *ring])
         outer.operation.attributes[MARKER] = ir.UnitAttr.get()
         with ir.InsertionPoint(outer.body):
             i = outer.induction_variable
@@ -189,8 +200,24 @@ def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Valu
                 ["parallel"] * 3,
                 lambda a, s, _: _cast(_normalised(a, s), out_type.element_type),
             )
-            dialects.scf.YieldOp([insert_slice(o_i, outer.inner_iter_args[0], [0, i, 0])])
+            # Written into the barrier's result, the output is updated in place (IREE
+            # 3.13 had copied all of it into a new buffer per block). The last lag - 1
+            # blocks' fences ride along in the loop; block i waits for block i - lag.
+            done_before, fence = hal.signal_when_ready(outer.inner_iter_args[0])
+            ring = [*outer.inner_iter_args[1:], fence] if lag else []
+            if lag:
+                hal.wait(ring[0])
+            dialects.scf.YieldOp([insert_slice(o_i, done_before, [0, i, 0]), *ring[1:]])
     return outer.results[0]
+
+
+def _lag(rows: Size, keys: Size, block_q: int, block_k: int) -> int:
+    """How many query blocks the host enqueues ahead of the device; 0: no wait at all
+    (every block fits in the queue); 1 with dynamic sizes."""
+    if not isinstance(rows, int) or not isinstance(keys, int):
+        return 1
+    lag = max(1, math.ceil(_QUEUED_STEPS / max(1, math.ceil(keys / block_k))))
+    return lag if lag < math.ceil(rows / block_q) else 0
 
 
 def _masked(x: ir.Value, mask: ir.Value, replaces: bool = False) -> ir.Value:

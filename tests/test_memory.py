@@ -1,4 +1,4 @@
-"""Memory held by the compiler across compiles in one process.
+"""Memory held by the compiler across compiles in one process, and by one long call.
 
 Each ``fc.compile`` used to leave its MLIR context behind (IREE's session hands it to
 Python, whose bindings never destroyed it): 4.0 MB of RSS per compile of the block below.
@@ -72,3 +72,54 @@ def test_repeated_compiles_do_not_grow_rss():
     )
     # a context destroyed too early would show here as a crash or a wrong answer
     assert found["rel_error"] < 1e-5
+
+
+# One causal call of B1 H4 N16384 D64 fp32 on the CPU's default path (local-task), peak
+# RSS above the RSS before it, less the output: 387-460 MB while the host enqueued the
+# online-softmax loop nest's steps far ahead of the device (O(N²) in flight); 63 MB with
+# the host waiting for the previous query block (of which 48 MB are the runtime's
+# copies of the inputs), linear in N (benchmarks/results/cpu_memory.md).
+LONG = 16384
+CALL_MB_BEYOND_OUTPUT = 160
+
+_CALL_CHILD = textwrap.dedent(
+    f"""
+    import json
+    import torch
+    import torch.nn.functional as F
+    import fusion_compiler as fc
+
+    def status_mb(field):
+        with open("/proc/self/status") as f:
+            line = next(ln for ln in f if ln.startswith(field + ":"))
+        return int(line.split()[1]) / 1024
+
+    class Block(torch.nn.Module):
+        def forward(self, q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    torch.manual_seed(0)
+    args = tuple(torch.randn(1, 4, {LONG}, 64) for _ in range(3))
+    run = fc.load(fc.compile(Block(), args, target="cpu"))
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # VmHWM := VmRSS
+    before = status_mb("VmRSS")
+    out = run(*args)
+    peak = status_mb("VmHWM") - before
+    print(json.dumps({{"peak_mb": peak, "out_mb": out.numel() * out.element_size() / 2**20}}))
+    """
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_long_causal_call_peak_memory_is_linear():
+    result = subprocess.run(
+        [sys.executable, "-c", _CALL_CHILD], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    beyond = found["peak_mb"] - found["out_mb"]
+    assert beyond < CALL_MB_BEYOND_OUTPUT, (
+        f"one N={LONG} causal call peaks {beyond:.0f} MB beyond its output "
+        f"(bound {CALL_MB_BEYOND_OUTPUT} MB)"
+    )

@@ -48,7 +48,12 @@ func.func @plain(%q: tensor<4x100x16xf16>, %k: tensor<4x120x16xf16>, %v: tensor<
 // CHECK: %[[DIV:.+]] = arith.divf %{{.+}}, %[[L_OUT]] : f32
 // CHECK: arith.select %[[EMPTY]], %{{.+}}, %[[DIV]] : f32
 // CHECK: arith.truncf %{{.+}} : f32 to f16
-// CHECK: tensor.insert_slice %{{.+}} into %[[ACC_O]][0, %[[I]], 0]
+// The output is written into a barrier's result, so IREE updates it in place. With
+// four query blocks of two key steps each, the host never waits.
+// CHECK: %[[FENCE:.+]] = hal.fence.create device(%{{.+}} : !hal.device) flags("None") : !hal.fence
+// CHECK: %[[READY:.+]] = hal.tensor.barrier join(%[[ACC_O]] : tensor<4x100x8xf16>) => %[[FENCE]] : !hal.fence
+// CHECK-NOT: hal.fence.await
+// CHECK: tensor.insert_slice %{{.+}} into %[[READY]][0, %[[I]], 0]
 // CHECK: } {fusion.online_softmax}
 // CHECK: return %[[OUT]]
 // CHECK-NOT: tensor<4x100x120x
@@ -179,3 +184,35 @@ func.func @generated_mask(%q: tensor<4x100x16xf32>, %k: tensor<4x120x16xf32>, %v
 // CHECK: %[[GCOL:.+]] = arith.addi %[[COL]], %[[J]] : index
 // CHECK: arith.cmpi ugt, %[[GCOL]], %[[GROW]] : index
 // CHECK-NOT: tensor<4x100x120xf32>
+
+// -----
+
+// Eight query blocks of 32 key steps each: having enqueued block i, the host waits for
+// block i - 2 (two blocks hold the 64 steps kept queued). The fence of the block before
+// rides along in the loop, starting as none.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+func.func @long(%q: tensor<2x256x16xf32>, %k: tensor<2x2048x16xf32>, %v: tensor<2x2048x8xf32>) -> tensor<2x256x8xf32> {
+  %scale = arith.constant 0.25 : f32
+  %e = tensor.empty() : tensor<2x256x8xf32>
+  // expected-remark @below {{attention rewritten as online softmax (blocks 32x64)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #o]}>
+      ins(%q, %k, %v, %scale : tensor<2x256x16xf32>, tensor<2x2048x16xf32>, tensor<2x2048x8xf32>, f32)
+      outs(%e : tensor<2x256x8xf32>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<2x256x8xf32>
+  return %o : tensor<2x256x8xf32>
+}
+// CHECK-LABEL: func.func @long(
+// CHECK: %[[NONE:.+]] = util.null : !hal.fence
+// CHECK: scf.for %[[I:[a-z0-9_]+]] = {{.+}} iter_args(%[[ACC_O:.+]] = %{{.+}}, %[[BEFORE:.+]] = %[[NONE]]) -> (tensor<2x256x8xf32>, !hal.fence)
+// CHECK: %[[FENCE:.+]] = hal.fence.create device(%{{.+}} : !hal.device) flags("None") : !hal.fence
+// CHECK: %[[READY:.+]] = hal.tensor.barrier join(%[[ACC_O]] : tensor<2x256x8xf32>) => %[[FENCE]] : !hal.fence
+// CHECK: hal.fence.await until([%[[BEFORE]]]) timeout_millis(%{{.+}}) flags("None") : i32
+// CHECK: %[[OUT:.+]] = tensor.insert_slice %{{.+}} into %[[READY]][0, %[[I]], 0]
+// CHECK: scf.yield %[[OUT]], %[[FENCE]] : tensor<2x256x8xf32>, !hal.fence
+// CHECK: } {fusion.online_softmax}
