@@ -12,6 +12,7 @@ its own MLIR context and options, and our passes) runs in parallel across thread
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import traceback
@@ -588,6 +589,15 @@ def dynamic_dims(program: torch.export.ExportedProgram) -> str | None:
     return ";".join(",".join(dims) for dims in arguments)
 
 
+def _finite(bound: object) -> int | None:
+    """A range bound as an int; None for an infinite one (sympy's oo, torch's int_oo)."""
+    try:
+        value = float(bound)
+    except (TypeError, ValueError):
+        return None
+    return int(value) if math.isfinite(value) else None
+
+
 def dim_ranges(program: torch.export.ExportedProgram) -> str | None:
     """``s0=2:4096;s1=0:``: each symbol's range from torch.export (``Dim(min=, max=)``),
     an unbounded end left empty; None when no symbol has a bound."""
@@ -595,11 +605,11 @@ def dim_ranges(program: torch.export.ExportedProgram) -> str | None:
     for symbol, bounds in program.range_constraints.items():
         if not isinstance(symbol, sympy.Symbol):
             continue
-        low, high = bounds.lower, bounds.upper
+        low, high = _finite(bounds.lower), _finite(bounds.upper)
         # torch's own floor for a dynamic dim (0, or 2 where it specialises 0 and 1) is
         # not a limit of the compiled module: only a minimum above it is kept
-        low = str(int(low)) if low.is_finite and int(low) > 2 else ""
-        high = str(int(high)) if high.is_finite else ""
+        low = str(low) if low is not None and low > 2 else ""
+        high = str(high) if high is not None else ""
         if low or high:
             ranges.append(f"{symbol}={low}:{high}")
     return ";".join(ranges) or None
