@@ -378,6 +378,24 @@ FOUND = [
         softcap=50.0,
         attention="iree",
     ),
+    Case(
+        heads=3,
+        kv_heads=1,
+        gqa="repeat_kv",
+        nq=7,
+        nk=7,
+        head_dim=32,
+        dtype="float16",
+        scale="scores-div",
+        mask="triu-full",
+        fill="finfo.min",
+        bias="alibi",
+        softcap=50.0,
+        dynamic="separate",
+        other_lengths=(128, 17),
+        attention="iree",
+        seed=472,
+    ),
 ]
 
 
@@ -389,6 +407,9 @@ OPEN: dict[str, str] = {
     "Case(path='einsum', kv_heads=1, nq=31, nk=16, head_dim=48, dtype='float16', "
     "layout='bnhd', scale='none', mask='triu-full', fill='finfo.min', softcap=50.0, "
     "attention='iree')": _FP16_FILL_IN_IREE,
+    "Case(heads=3, kv_heads=1, gqa='repeat_kv', nq=7, nk=7, head_dim=32, dtype='float16', "
+    "scale='scores-div', mask='triu-full', fill='finfo.min', bias='alibi', softcap=50.0, "
+    "dynamic='separate', other_lengths=(128, 17), attention='iree', seed=472)": _FP16_FILL_IN_IREE,
 }
 
 
