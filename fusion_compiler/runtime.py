@@ -146,15 +146,6 @@ def _ranges(text: str) -> dict[str, tuple[int | None, int | None]]:
     return ranges
 
 
-def _bound_by(dims: list[_Dim], symbol: str) -> tuple[int, int]:
-    """(argument, dim) of the first dim that is ``symbol`` alone."""
-    return next(
-        (d.index, d.dim)
-        for d in dims
-        if isinstance(d.expression, ast.Name) and d.expression.id == symbol
-    )
-
-
 class _Renamed(ast.NodeTransformer):
     """Symbols replaced by the argument dims that bind them, for messages."""
 
@@ -313,17 +304,19 @@ class Function:
         agree: IREE runs such a call, on memory past the shorter."""
         if not self.dims or len(tensors) <= max(d.index for d in self.dims):
             return
-        values: dict[str, int] = {}
-        names: dict[str, str] = {}
-        for dim in self.dims:  # each symbol's value is the first dim that is just it
-            if isinstance(dim.expression, ast.Name) and dim.expression.id not in values:
-                values[dim.expression.id] = tensors[dim.index].shape[dim.dim]
-                names[dim.expression.id] = dim.name
+        binders: dict[str, _Dim] = {}  # each symbol's value is the first dim that is just it
+        for dim in self.dims:
+            if isinstance(dim.expression, ast.Name):
+                binders.setdefault(dim.expression.id, dim)
+        values = {name: tensors[d.index].shape[d.dim] for name, d in binders.items()}
+        names = {name: d.name for name, d in binders.items()}
         for symbol, (low, high) in self.ranges.items():
             got = values.get(symbol)
-            if got is not None and not (low or 0) <= got <= (high if high is not None else got):
-                index, dim = _bound_by(self.dims, symbol)
-                raise DimensionRangeError(self.name, index, dim, got, low, high)
+            if got is None:
+                continue
+            if (low is not None and got < low) or (high is not None and got > high):
+                bound = binders[symbol]
+                raise DimensionRangeError(self.name, bound.index, bound.dim, got, low, high)
         for dim in self.dims:
             if not dim.symbols <= values.keys():
                 continue

@@ -311,14 +311,21 @@ class _TiedLengths(torch.nn.Module):
         return F.scaled_dot_product_attention(q, k, v) + w[:, :, :8].sum()
 
 
-def test_kv_lengths_that_differ_are_refused() -> None:
+@pytest.fixture(scope="module")
+def tied_run():
+    """_TiedLengths compiled with K and V of one length n in 5..512, w of 2n."""
     n = Dim("n", min=5, max=512)
     q, k, v = torch.randn(2, 4, 8, 32), torch.randn(2, 4, 16, 32), torch.randn(2, 4, 16, 32)
     w = torch.randn(2, 4, 32, 1)
     module = fc.compile(
         _TiedLengths(), example_args=(q, k, v, w), dynamic_shapes=({}, {2: n}, {2: n}, {2: 2 * n})
     )
-    run = fc.load(module)
+    return fc.load(module)
+
+
+def test_kv_lengths_that_differ_are_refused(tied_run) -> None:
+    run = tied_run
+    q = torch.randn(2, 4, 8, 32)
     k, v, w = torch.randn(2, 4, 10, 32), torch.randn(2, 4, 10, 32), torch.randn(2, 4, 20, 1)
     assert rel_error(run(q, k, v, w), _TiedLengths()(q, k, v, w)) < 1e-5
     with pytest.raises(DimensionMismatchError) as info:
@@ -335,15 +342,10 @@ def test_kv_lengths_that_differ_are_refused() -> None:
         run["main"].submit(q, k, torch.randn(2, 4, 12, 32), w)
 
 
-def test_lengths_outside_the_exported_range_are_refused() -> None:
+def test_lengths_outside_the_exported_range_are_refused(tied_run) -> None:
     """``Dim(min=5, max=512)``: torch's exported module refuses 4 and 513; so do we."""
-    n = Dim("n", min=5, max=512)
-    q, k, v = torch.randn(2, 4, 8, 32), torch.randn(2, 4, 16, 32), torch.randn(2, 4, 16, 32)
-    w = torch.randn(2, 4, 32, 1)
-    module = fc.compile(
-        _TiedLengths(), example_args=(q, k, v, w), dynamic_shapes=({}, {2: n}, {2: n}, {2: 2 * n})
-    )
-    run = fc.load(module)
+    run = tied_run
+    q = torch.randn(2, 4, 8, 32)
     for length, fits in ((4, False), (5, True), (512, True), (513, False)):
         k, v = torch.randn(2, 4, length, 32), torch.randn(2, 4, length, 32)
         w = torch.randn(2, 4, 2 * length, 1)
