@@ -11,7 +11,6 @@ executable for that target and dispatches it like its own.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass
 
 from fusion_compiler.dialects import causal, flash, kernel_mask, linalg, linalg_ext
@@ -265,34 +264,6 @@ def operand_views(op: ir.Operation, form: flash.Layout, group: int, mask: str | 
     return [q_base, k_base, v_base, *mask_inputs], [q_view, k_view, v_view, m_view]
 
 
-def swamping_fill(mask: ir.Value, depth: int = 32) -> float | None:
-    """``linalg_ext.SWAMPS`` of the mask's type if a constant among the mask's producers (up to
-    ``depth`` ops up) is at or below it (transformers' ``finfo(dtype).min``), else None.
-    A mask read from an input is assumed to hold none."""
-    threshold = linalg_ext.SWAMPS.get(str(ir.RankedTensorType(mask.type).element_type))
-    if threshold is None:
-        return None
-    fills: list[float] = []
-    left: dict = {}  # op -> the most depth left it was visited with
-
-    def visit(value: ir.Value, depth: int) -> None:
-        fills.append(linalg.constant_value(value))
-        op = linalg.producer(value)
-        if op is None or depth == 0 or left.get(op, -1) >= depth:
-            return
-        left[op] = depth
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    fills.extend(linalg.constant_value(r) for r in inner.results)
-        for operand in op.operands:
-            visit(operand, depth - 1)
-
-    visit(mask, depth)
-    swamped = any(isinstance(c, float) and -math.inf < c <= threshold for c in fills)
-    return threshold if swamped else None
-
-
 def _mask_plan(op: ir.Operation, form: flash.Layout) -> str | MaskCode | None:
     """None: no mask, or purely causal (the kernel masks by index); a MaskCode: the
     mask computed in the kernel from its producers; "read": read the materialised mask."""
@@ -374,7 +345,7 @@ def plan_kernel(
         kv_group=group,
         mask_expr=mask.expr if isinstance(mask, MaskCode) else None,
         mask_inputs=tuple(mask.types) if isinstance(mask, MaskCode) else (),
-        mask_swamps=swamping_fill(op.operands[4]) if mask is not None else None,
+        mask_swamps=linalg_ext.swamping_fill(op.operands[4]) if mask is not None else None,
         mask_replaces=mask is not None and linalg_ext.mask_replaces(op),
         target=target,
         **tiles,

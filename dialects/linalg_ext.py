@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from fusion_compiler.dialects import linalg
 from fusion_compiler.dialects.builders import (
     Extent,
     affine_map,
@@ -31,6 +32,35 @@ LOG2E = 1.4426950408889634
 # type, sees the fill alone. Rows of nothing but such fills get equal weights.
 SWAMPS = {"f16": -32752.0, "bf16": -1.6947e38, "f32": -1.7014117e38}
 LOWEST_F32 = -3.4028234663852886e38  # finfo(f32).min
+
+
+def swamping_fill(mask: ir.Value, depth: int = 32) -> float | None:
+    """``SWAMPS`` of the mask's type if a constant among the mask's producers (up to
+    ``depth`` ops up) is at or below it (transformers' ``finfo(dtype).min``), else None.
+    A mask read from an input is assumed to hold none."""
+    threshold = SWAMPS.get(str(ir.RankedTensorType(mask.type).element_type))
+    if threshold is None:
+        return None
+    fills: list[float] = []
+    left: dict = {}  # op -> the most depth left it was visited with
+
+    def visit(value: ir.Value, depth: int) -> None:
+        fills.append(linalg.constant_value(value))
+        op = linalg.producer(value)
+        if op is None or depth == 0 or left.get(op, -1) >= depth:
+            return
+        left[op] = depth
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:  # constants made inside or captured
+                    values = [*inner.results, *inner.operands]
+                    fills.extend(linalg.constant_value(r) for r in values)
+        for operand in op.operands:
+            visit(operand, depth - 1)
+
+    visit(mask, depth)
+    swamped = any(isinstance(c, float) and -math.inf < c <= threshold for c in fills)
+    return threshold if swamped else None
 
 
 # A unit attribute on an attention whose mask replaces the score where it is -inf, as

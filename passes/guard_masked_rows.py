@@ -10,10 +10,15 @@ a row of such fills; PyTorch gives equal weights there), and a row whose keys ar
 - rows with no key above -inf are set to 0, the answer of
   ``F.scaled_dot_product_attention`` and FlashAttention (and of our own lowerings).
 
-Both are producers and a consumer of the op that IREE fuses into neighbouring
-dispatches; the row test reads the mask's own producers, not a stored mask. Not done: an
-fp16 fill that swamps the score in PyTorch's fp16 sum (``finfo(f16).min``): a row of
-nothing but such fills gets the softmax of its scores here, equal weights in PyTorch.
+- where the mask's producers hold a fill that swamps the score in its type
+  (``finfo(f16).min``: PyTorch's fp16 sum ``s + fill`` is the fill), rows whose keys all
+  hold such a fill read a zero query: IREE's op adds the mask in f32, so it would give
+  them softmax(s); with ``q = 0`` the score is 0 (the score region is a softcap, 0 at 0)
+  and the row gets softmax(fill), PyTorch's answer. Rows with an allowed key are
+  untouched: next to it, a swamped key weighs 0 either way.
+
+All are producers and a consumer of the op that IREE fuses into neighbouring
+dispatches; the row tests read the mask's own producers, not a stored mask.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from fusion_compiler import remarks
 from fusion_compiler.ir import dialects, ir
 
 NAME = "fusion-guard-masked-rows"
+_QUERY = 0
 _MASK = 4
 # finite in exp2's domain: FLOOR·log2(e) = -FLT_MAX / 2
 FLOOR = -3.4028234663852886e38 / 2 / 1.4426950408889634
@@ -61,10 +67,10 @@ def clamp_finite_fills(mask: ir.Value) -> ir.Value:
     return generic([mask], empty(axes(mask), element), [identity] * 2, ["parallel"] * rank, clamp)
 
 
-def zero_empty_rows(op: ir.Operation, out: ir.Value) -> ir.Value:
-    """out -> (some key of the row above -inf ? out : 0), rows read from the mask."""
+def _rows_with_a_key(op: ir.Operation, allowed) -> tuple[ir.Value, list[int]]:
+    """(whether some key of each mask row is ``allowed``, the row dims of the mask's map)."""
     maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
-    q_dims, k_dims, mask_dims, out_dims = (dims(maps[i]) for i in (0, 1, _MASK, -1))
+    q_dims, k_dims, mask_dims = (dims(maps[i]) for i in (_QUERY, 1, _MASK))
     (k2,) = [d for d in k_dims if d not in q_dims]
     mask = op.operands[_MASK]
     rank = len(mask_dims)
@@ -74,9 +80,7 @@ def zero_empty_rows(op: ir.Operation, out: ir.Value) -> ir.Value:
     rows_init = dialects.linalg.fill(false, outs=[empty([(mask, i) for i in row_axes], i1)])
 
     def any_key(x: ir.Value, seen: ir.Value) -> ir.Value:
-        minus_inf = _constant(x.type, -math.inf)
-        allowed = dialects.arith.CmpFOp(dialects.arith.CmpFPredicate.UNE, x, minus_inf).result
-        return dialects.arith.OrIOp(seen, allowed).result
+        return dialects.arith.OrIOp(seen, allowed(x)).result
 
     has_key = generic(
         [mask],
@@ -85,21 +89,56 @@ def zero_empty_rows(op: ir.Operation, out: ir.Value) -> ir.Value:
         ["reduction" if d == k2 else "parallel" for d in mask_dims],
         any_key,
     )
-    out_type = ir.RankedTensorType(out.type)
-    out_rank = out_type.rank
-    row_in_out = [out_dims.index(mask_dims[i]) for i in row_axes]
+    return has_key, [mask_dims[i] for i in row_axes]
 
-    def keep(o: ir.Value, row: ir.Value, _: ir.Value) -> ir.Value:
-        return dialects.arith.SelectOp(row, o, _constant(out_type.element_type, 0.0)).result
 
+def _keep_rows(value: ir.Value, value_dims: list[int], rows: ir.Value, row_dims: list[int]):
+    """value where its row's flag is set, else 0 (the flags broadcast over the rest)."""
+    value_type = ir.RankedTensorType(value.type)
+    rank = value_type.rank
+    zero = _constant(value_type.element_type, 0.0)
+
+    def keep(v: ir.Value, row: ir.Value, _: ir.Value) -> ir.Value:
+        return dialects.arith.SelectOp(row, v, zero).result
+
+    identity = affine_map(rank, list(range(rank)))
     return generic(
-        [out, has_key],
-        empty(axes(out), out_type.element_type),
-        [affine_map(out_rank, list(range(out_rank))), affine_map(out_rank, row_in_out)]
-        + [affine_map(out_rank, list(range(out_rank)))],
-        ["parallel"] * out_rank,
+        [value, rows],
+        empty(axes(value), value_type.element_type),
+        [identity, affine_map(rank, [value_dims.index(d) for d in row_dims]), identity],
+        ["parallel"] * rank,
         keep,
     )
+
+
+def _operand_dims(op: ir.Operation, index: int) -> list[int]:
+    # a list first: an ArrayAttr read at a negative index reads out of bounds
+    maps = list(op.attributes["indexing_maps"])
+    return dims(ir.AffineMapAttr(maps[index]).value)
+
+
+def zero_empty_rows(op: ir.Operation, out: ir.Value) -> ir.Value:
+    """out -> (some key of the row above -inf ? out : 0), rows read from the mask."""
+
+    def above_minus_inf(x: ir.Value) -> ir.Value:
+        minus_inf = _constant(x.type, -math.inf)
+        return dialects.arith.CmpFOp(dialects.arith.CmpFPredicate.UNE, x, minus_inf).result
+
+    rows, row_dims = _rows_with_a_key(op, above_minus_inf)
+    return _keep_rows(out, _operand_dims(op, -1), rows, row_dims)
+
+
+def zero_swamped_queries(op: ir.Operation, threshold: float) -> ir.Value:
+    """q -> (some key of the row above ``threshold`` ? q : 0): the score drops out of
+    rows that PyTorch's sum in the mask's type reduces to the fill."""
+
+    def above_threshold(x: ir.Value) -> ir.Value:
+        floor = _constant(x.type, threshold)
+        return dialects.arith.CmpFOp(dialects.arith.CmpFPredicate.UGT, x, floor).result
+
+    rows, row_dims = _rows_with_a_key(op, above_threshold)
+    query = op.operands[_QUERY]
+    return _keep_rows(query, _operand_dims(op, _QUERY), rows, row_dims)
 
 
 def guard_masked_rows(op: ir.Operation) -> None:
@@ -108,6 +147,9 @@ def guard_masked_rows(op: ir.Operation) -> None:
         element = ir.RankedTensorType(op.operands[_MASK].type).element_type
         if element in (ir.F32Type.get(), ir.BF16Type.get()):
             op.operands[_MASK] = clamp_finite_fills(op.operands[_MASK])
+        threshold = linalg_ext.swamping_fill(op.operands[_MASK])
+        if element == ir.F16Type.get() and threshold is not None:
+            op.operands[_QUERY] = zero_swamped_queries(op, threshold)
     result = op.results[0]
     # the users before the guard exists: the guard's own reads of ``result`` (its
     # operand, the tensor.dim of dynamic sizes) stay on it
@@ -134,5 +176,6 @@ def run(module: ir.Operation, options: Options) -> None:
         guard_masked_rows(op)
         remarks.emit(
             op.location,
-            "masked attention left to IREE: f32/bf16 fills clamped, rows with no key set to 0",
+            "masked attention left to IREE: f32/bf16 fills clamped, fp16 fills swamp the score, "
+            "rows with no key set to 0",
         )

@@ -362,7 +362,8 @@ FOUND = [
     # A finite fp16 fill added to the scores, rows with no allowed key (Nq > Nk with the
     # diagonal at the end), IREE's attention op: in PyTorch's fp16 sum the fill swamps
     # every score, so such a row weighs its keys equally; IREE adds the fill in f32 and
-    # the row gets softmax(s) (rel. error 0.39; with softcap 0.89).
+    # the row gets softmax(s) (rel. error 0.39; with softcap 0.89) (fixed:
+    # fusion-guard-masked-rows gives such rows a zero query).
     Case(nq=31, nk=16, dtype="float16", mask="triu-full", fill="finfo.min", attention="iree"),
     Case(
         path="einsum",
@@ -400,17 +401,7 @@ FOUND = [
 
 
 # Found and not fixed yet: each fails as its reason says (strict: a fix makes it pass).
-_FP16_FILL_IN_IREE = "IREE's attention op adds an fp16 fill in f32: it does not swamp the score"
-OPEN: dict[str, str] = {
-    "Case(nq=31, nk=16, dtype='float16', mask='triu-full', fill='finfo.min', "
-    "attention='iree')": _FP16_FILL_IN_IREE,
-    "Case(path='einsum', kv_heads=1, nq=31, nk=16, head_dim=48, dtype='float16', "
-    "layout='bnhd', scale='none', mask='triu-full', fill='finfo.min', softcap=50.0, "
-    "attention='iree')": _FP16_FILL_IN_IREE,
-    "Case(heads=3, kv_heads=1, gqa='repeat_kv', nq=7, nk=7, head_dim=32, dtype='float16', "
-    "scale='scores-div', mask='triu-full', fill='finfo.min', bias='alibi', softcap=50.0, "
-    "dynamic='separate', other_lengths=(128, 17), attention='iree', seed=472)": _FP16_FILL_IN_IREE,
-}
+OPEN: dict[str, str] = {}
 
 
 def _found_params() -> list:

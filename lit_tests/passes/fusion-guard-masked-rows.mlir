@@ -59,3 +59,47 @@ func.func @plain(%q: tensor<4x8x16xf32>, %k: tensor<4x10x16xf32>, %v: tensor<4x1
 // CHECK-LABEL: func.func @plain(
 // CHECK-NOT: linalg.generic
 // CHECK: return
+
+// -----
+
+// An fp16 fill at the bottom of its type (finfo(f16).min) among the mask's producers,
+// one mask for every batch row: PyTorch's fp16 sum s + fill is the fill, so rows whose
+// keys all hold it read a zero query (IREE's op adds in f32; q = 0 leaves softmax(fill)).
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#m = affine_map<(d0, d1, d2, d3, d4) -> (d1, d4)>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @half_fill(%q: tensor<4x8x16xf16>, %k: tensor<4x10x16xf16>, %v: tensor<4x10x16xf16>,
+                     %keep: tensor<8x10xi1>) -> tensor<4x8x16xf16> {
+  %scale = arith.constant 0.25 : f16
+  %zero = arith.constant 0.0 : f16
+  %fill = arith.constant -65504.0 : f16
+  %me = tensor.empty() : tensor<8x10xf16>
+  %mask = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%keep : tensor<8x10xi1>) outs(%me : tensor<8x10xf16>) {
+    ^bb0(%b: i1, %out: f16):
+      %m = arith.select %b, %zero, %fill : f16
+      linalg.yield %m : f16
+  } -> tensor<8x10xf16>
+  %e = tensor.empty() : tensor<4x8x16xf16>
+  // expected-remark @below {{fp16 fills swamp the score}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
+      ins(%q, %k, %v, %scale, %mask : tensor<4x8x16xf16>, tensor<4x10x16xf16>, tensor<4x10x16xf16>, f16, tensor<8x10xf16>)
+      outs(%e : tensor<4x8x16xf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<4x8x16xf16>
+  return %o : tensor<4x8x16xf16>
+}
+// CHECK-LABEL: func.func @half_fill(
+// CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<4x8x16xf16>
+// CHECK: %[[MASK:.+]] = linalg.generic {{.*}} outs(%{{.+}} : tensor<8x10xf16>)
+// CHECK: %[[SWAMPED:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]{{.*}} ins(%[[MASK]] : tensor<8x10xf16>) outs(%{{.+}} : tensor<8xi1>)
+// CHECK: arith.cmpf ugt
+// CHECK: %[[Q0:.+]] = linalg.generic {indexing_maps = [#{{.+}}, #[[ROW:.+]], #{{.+}}]{{.*}} ins(%[[Q]], %[[SWAMPED]] : tensor<4x8x16xf16>, tensor<8xi1>)
+// CHECK: arith.select
+// CHECK: iree_linalg_ext.attention {{.*}} ins(%[[Q0]], {{.*}}, %[[MASK]] :
+// CHECK: return
