@@ -1,93 +1,139 @@
-"""CPU timing of the example attention blocks: ours (IREE module) against PyTorch eager.
+"""The example attention blocks on the CPU: ours (IREE modules) against PyTorch eager and
+IREE alone, every system timed the three ways of harness.py (no device time on the CPU).
 
-    .venv/bin/python benchmarks/cpu_blocks.py [--out benchmarks/results/cpu.md]
+    .venv/bin/python benchmarks/cpu_blocks.py prepare build/cpu_blocks [--shape B,N,dim]
+    .venv/bin/python benchmarks/cpu_blocks.py run build/cpu_blocks OUT [--shape B,N,dim]
 
-Every system runs in the same process on the same fresh inputs; the median of many
-timed calls is reported, after warm-up. Correctness is checked in the same run.
+Both steps on the CPU (``run`` loads what ``prepare`` compiled, so that the timed
+process holds no compiler). Blocks from examples/models.py at width dim with 4 heads,
+fp32, input (B, N, dim) (default 4, 256, 256): nn.MultiheadAttention, projections around
+SDPA (full and causal), and attention spelled out as matmul/softmax/matmul. Weights come
+from a seed in both steps (the modules hold theirs). Systems: ours (attention=
+"online-softmax": our FlashAttention-2 loop nest, the CPU default), ours_iree_op
+(attention="iree": IREE's attention op), iree_alone (the same export with none of our
+passes) and torch_eager. Each output is checked against the block in float64; TFLOP/s
+(from loop time) counts the four projections and the attention.
 """
 
 from __future__ import annotations
 
 import argparse
-import platform
-import statistics
+import copy
 import sys
-import time
 from pathlib import Path
 
+import harness
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
 from models import ExplicitAttentionBlock, MultiheadAttentionBlock, SDPABlock  # noqa: E402
 
 import fusion_compiler as fc  # noqa: E402
 
-CASES = {  # name -> model for a given width, 4 heads
-    "nn.MultiheadAttention": lambda dim: MultiheadAttentionBlock(dim, 4),
-    "SDPA block": lambda dim: SDPABlock(dim, 4),
-    "SDPA block, causal": lambda dim: SDPABlock(dim, 4, causal=True),
-    "explicit matmul/softmax/matmul": lambda dim: ExplicitAttentionBlock(dim, 4),
+HEADS = 4
+# name -> (the block for a width, causal)
+CASES = {
+    "nn_multihead_attention": (lambda dim: MultiheadAttentionBlock(dim, HEADS), False),
+    "sdpa_block": (lambda dim: SDPABlock(dim, HEADS), False),
+    "sdpa_block_causal": (lambda dim: SDPABlock(dim, HEADS, causal=True), True),
+    "explicit_matmul_softmax_matmul": (lambda dim: ExplicitAttentionBlock(dim, HEADS), False),
 }
+# system -> fc.compile options
+MODULES = {
+    "ours": {"attention": "online-softmax"},
+    "ours_iree_op": {"attention": "iree"},
+    "iree_alone": {"pipeline": "builtin.module()"},
+}
+SYSTEMS = [*MODULES, "torch_eager"]
 
 
-def median_ms(fn, inputs: list[torch.Tensor], repeats: int) -> float:
-    for x in inputs:  # warm-up
-        fn(x)
-    times = []
-    for i in range(repeats):
-        x = inputs[i % len(inputs)]  # rotate input sets
-        start = time.perf_counter()
-        fn(x)
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shape", default="4,256,256", help="B,N,dim of the block input")
-    parser.add_argument("--repeats", type=int, default=50)
-    parser.add_argument("--out", help="write the Markdown table here")
-    args = parser.parse_args()
+def _shape(args: argparse.Namespace) -> tuple[int, int, int]:
     b, n, dim = (int(v) for v in args.shape.split(","))
-    threads = torch.get_num_threads()
-    rows = []
-    for name, factory in CASES.items():
-        torch.manual_seed(0)
-        model = factory(dim).eval()
-        inputs = [torch.randn(b, n, dim) for _ in range(3)]
-        run = fc.load(fc.compile(model, example_args=(inputs[0],), attention="iree"))
-        # IREE without our passes: the same compile with an empty pipeline of ours.
-        iree = fc.load(fc.compile(model, example_args=(inputs[0],), pipeline="builtin.module()"))
+    return b, n, dim
+
+
+def _name(case: str, args: argparse.Namespace) -> str:
+    b, n, dim = _shape(args)
+    return f"{case}_B{b}_N{n}_d{dim}"
+
+
+def _block(case: str, dim: int) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return CASES[case][0](dim).eval()
+
+
+def _selected(args: argparse.Namespace) -> list[str]:
+    return [case for case in CASES if args.only in _name(case, args)]
+
+
+def prepare(folder: Path, args: argparse.Namespace) -> None:
+    b, n, dim = _shape(args)
+    example = (torch.randn(b, n, dim),)
+    for case in _selected(args):
+        model = _block(case, dim)
+        for system, options in MODULES.items():
+            harness.save_module(
+                folder,
+                f"{_name(case, args)}.{system}",
+                lambda options=options, model=model: fc.compile(
+                    model, example_args=example, target="cpu", **options
+                ),
+            )
+
+
+def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
+    b, n, dim = _shape(args)
+    records = []
+    for case in _selected(args):
+        model = _block(case, dim)
+        inputs = [(torch.randn(b, n, dim),) for _ in range(3)]
         with torch.no_grad():
-            error = ((run(inputs[1]) - model(inputs[1])).norm() / model(inputs[1]).norm()).item()
-            eager = median_ms(model, inputs, args.repeats)
-        ours = median_ms(run, inputs, args.repeats)
-        plain = median_ms(iree, inputs, args.repeats)
-        online = fc.load(fc.compile(model, example_args=(inputs[0],), attention="online-softmax"))
-        with torch.no_grad():
-            want = model(inputs[2])
-            error = max(error, ((online(inputs[2]) - want).norm() / want.norm()).item())
-        flash = median_ms(online, inputs, args.repeats)
-        rows.append((name, eager, plain, ours, flash, eager / ours, error))
-    lines = [
-        f"CPU, {platform.processor() or platform.machine()}, {threads} torch threads, "
-        f"input ({b}, {n}, {dim}), fp32, median of {args.repeats}",
-        "",
-        "| block | torch eager ms | IREE alone ms | ours (IREE op) ms | ours (online softmax) ms "
-        "| ours (IREE op) vs eager | rel. error |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {r[0]} | {r[1]:.2f} | {r[2]:.2f} | {r[3]:.2f} | {r[4]:.2f} | {r[5]:.2f}x | {r[6]:.1e} |"
-        for r in rows
-    ]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        command = "`.venv/bin/python benchmarks/cpu_blocks.py`"
-        Path(args.out).write_text(f"Command: {command}\n\n{text}\n")
-    return 0
+            reference = copy.deepcopy(model).double()(inputs[0][0].double())
+        causal = CASES[case][1]
+        flops = 2 * b * n * 4 * dim * dim
+        flops += harness.attention_flops(b, HEADS, n, n, dim // HEADS, causal)
+        fields = dict(case=_name(case, args), B=b, N=n, dim=dim, H=HEADS, causal=causal)
+        fields.update(threads=torch.get_num_threads())
+        systems = {
+            system: harness.module(folder, f"{_name(case, args)}.{system}", "local-task")
+            for system in MODULES
+        }
+        systems["torch_eager"] = model
+        for system, call in systems.items():
+            records.append(harness.measure(fields, system, call, inputs, reference, flops, False))
+        harness.write(records, out, "cpu_blocks", render)  # so far
+    return records
+
+
+def render(records: list[dict]) -> str:
+    """Loop time per system and block, ours against eager and IREE alone, then every
+    system's three timings."""
+    by_case: dict[str, dict[str, dict]] = {}
+    for r in records:
+        by_case.setdefault(r["case"], {})[r["system"]] = r
+    head = [f"{s} loop ms" for s in SYSTEMS] + ["ours / torch_eager time", "ours / iree_alone"]
+    lines = ["| block | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
+    for case, found in by_case.items():
+        ok = {s: r["loop_ms"] for s, r in found.items() if "error" not in r}
+        cells = [f"{ok[s]:.2f}" if s in ok else ("failed" if s in found else "-") for s in SYSTEMS]
+        for peer in ("torch_eager", "iree_alone"):
+            ours, other = ok.get("ours"), ok.get(peer)
+            cells.append(f"{ours / other:.2f}x" if ours and other else "-")
+        lines.append(f"| {case} | " + " | ".join(cells) + " |")
+    threads = next(iter(records), {}).get("threads", "?")
+    return (
+        f"CPU, {threads} torch threads; loop time per call (ms), fp32:\n\n"
+        + "\n".join(lines)
+        + "\n\nEvery system, the three timings (ms):\n\n"
+        + harness.table(records)
+    )
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shape", default="4,256,256", help="B,N,dim of the block input")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(harness.main(__doc__.splitlines()[0], prepare, run, options=_options))

@@ -5,18 +5,22 @@ its output, as a user calls it. Each is timed the same three ways in the same ru
 
 - ``device_ms``: device time per call (CUPTI, through torch's profiler, which sees IREE's
   launches too): every kernel and copy of ``REPEATS`` calls made back to back (fewer for
-  a system slower than 50 ms a call), over the number of calls. On the CPU there is none.
+  a system slower than 50 ms a call), over the number of calls. On the CPU there is none,
+  nor for a system whose work CUPTI does not see (Vulkan).
 - ``loop_ms``: wall time per call of ``REPEATS`` calls made back to back, until the last
   result is finished; median of three such loops.
 - ``call_ms``: wall time of one call from Python until its result is finished, median
   of ``REPEATS``.
 
 Input sets rotate (three by default), so no call reads what the one before left in the
-cache. TFLOP/s is 4·B·H·Nq·Nk·D / device time (loop time on the CPU), halved for causal.
+cache. TFLOP/s is 4·B·H·Nq·Nk·D / device time (loop time where there is none), halved
+for causal.
 
 A suite is a small script on top of ``main``: ``prepare FOLDER`` compiles what runs
-elsewhere (IREE modules on the CPU machine), ``run FOLDER OUT`` times on the machine it
-runs on and writes ``OUT/<name>.json`` (one record per case and system) and ``.md``.
+elsewhere (IREE modules on the CPU machine; ``save_module``: a module that does not
+compile is kept as the reason why), ``run FOLDER OUT`` times on the machine it runs on
+(``module`` loads what prepare wrote) and writes ``OUT/<name>.json`` (one record per case
+and system) and ``.md``.
 """
 
 from __future__ import annotations
@@ -79,7 +83,8 @@ def timings(call: Callable, inputs: Sequence[tuple], cuda: bool, repeats: int = 
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             back_to_back()
         on_device = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-        device_ms = sum(e.device_time for e in on_device) / repeats / 1e3
+        if on_device:  # none: the system's work is not CUDA's (Vulkan)
+            device_ms = sum(e.device_time for e in on_device) / repeats / 1e3
     return {
         "device_ms": device_ms,
         "loop_ms": statistics.median(loops),
@@ -108,7 +113,7 @@ def measure(
         with torch.no_grad():
             error = rel_error(_outputs(call(*inputs[0]))[0], reference)
             times = timings(call, inputs, cuda)
-        basis = times["device_ms"] if cuda else times["loop_ms"]
+        basis = times["loop_ms"] if times["device_ms"] is None else times["device_ms"]
         record.update(times, tflops=flops / basis / 1e9, rel_err=error)
     except Exception as exc:  # a failure to run is a result: out of memory, unsupported
         record.update(error=(str(exc).strip().splitlines() or [type(exc).__name__])[0][:200])
@@ -116,6 +121,53 @@ def measure(
             torch.cuda.empty_cache()
     print(json.dumps(record), flush=True)
     return record
+
+
+def _reason(exc: Exception) -> str:
+    """An error's first lines: a compile step's name and its first diagnostic."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return ": ".join(lines[:2]) or type(exc).__name__
+
+
+def save_module(folder: Path, name: str, build: Callable) -> None:
+    """Writes the module ``build()`` compiles (``fc.compile``) as ``FOLDER/<name>.vmfb``,
+    its stats and remarks as ``<name>.json``; a failure to compile as ``<name>.error``,
+    which ``module`` raises at run time, so that it becomes that system's record."""
+    for stale in (f"{name}.error", f"{name}.vmfb", f"{name}.json"):
+        (folder / stale).unlink(missing_ok=True)
+    try:
+        compiled = build()
+    except Exception as exc:  # a failure to compile is a result: the record says why
+        (folder / f"{name}.error").write_text(f"does not compile: {_reason(exc)}\n")
+        print(name, "does not compile:", _reason(exc), flush=True)
+        return
+    compiled.save(folder / f"{name}.vmfb")
+    facts = {"stats": compiled.stats, "remarks": [str(r) for r in compiled.remarks]}
+    (folder / f"{name}.json").write_text(json.dumps(facts, indent=1) + "\n")
+    print(name, compiled.stats, flush=True)
+
+
+def module(folder: Path, name: str, device: str) -> Callable:
+    """The main function of ``FOLDER/<name>.vmfb`` on ``device``, or, where it did not
+    compile, was not prepared or does not load, a callable that raises why."""
+    import fusion_compiler as fc
+
+    error = folder / f"{name}.error"
+    path = folder / f"{name}.vmfb"
+    if error.exists():
+        reason = error.read_text().strip()
+    elif not path.exists():
+        reason = f"{path} not found: run prepare first"
+    else:
+        try:
+            return fc.load(path, device=device)["main"]
+        except Exception as exc:  # a driver refusing the module is a result too
+            reason = f"does not load: {_reason(exc)}"
+
+    def fails(*args):
+        raise RuntimeError(reason)
+
+    return fails
 
 
 def attention_flops(b: int, h: int, nq: int, nk: int, d: int, causal: bool) -> float:
@@ -157,9 +209,9 @@ def machine() -> str:
     if torch.cuda.is_available():
         parts.insert(0, torch.cuda.get_device_name())
     try:
-        import iree.runtime
+        from iree.runtime import version  # a submodule that `import iree.runtime` leaves out
 
-        parts.append(f"iree-base-runtime {iree.runtime.version.VERSION}")
+        parts.append(f"iree-base-runtime {version.VERSION}")
     except (ImportError, AttributeError):
         pass
     return ", ".join(parts)

@@ -1,117 +1,302 @@
-"""What a padding mask's spelling costs the sm_90 kernel: the same attention, three forms.
+"""A mask's spelling on the sm_90 kernel: one causal or padding attention, written the ways
+models write it, each compiled by us, against torch SDPA; every system timed the three
+ways of harness.py (device, back-to-back loop, one blocking call).
 
-- ``sdpa-bool``: ``F.scaled_dot_product_attention(attn_mask=keep)`` (the mask adds -inf);
-- ``masked_fill``: ``s.masked_fill(~keep, -inf)`` (the mask replaces the score: a NaN or
-  inf score at a masked key is dropped, as PyTorch drops it);
-- ``additive``: ``s + where(keep, 0, -inf)`` (the mask adds, as written).
+On the CPU machine:  .venv/bin/python benchmarks/mask_forms_gpu.py prepare build/mask_forms
+On the GPU machine:  python3 benchmarks/mask_forms_gpu.py run build/mask_forms OUT
 
-On the CPU machine:
-    .venv/bin/python benchmarks/mask_forms_gpu.py prepare build/mask_forms
-on the GPU machine (runtime only):
-    python3 benchmarks/mask_forms_gpu.py run build/mask_forms
-prints CUPTI kernel time per call of each module (back-to-back calls) and checks each
-against PyTorch, also with NaN keys at the masked positions.
+fp16, B4 H16 D128, N 2048 (the offset cases: 512 queries over 2048 keys, each query sees
+the keys up to its position + 1536, as a chunk of a prompt after a cache). Each case is
+one spelling (``SPELLINGS``): causal as a registered tril buffer with masked_fill(-inf),
+torch.full(-inf).triu(1) added, torch.where(keep, s, finfo.min), an arange compare with
+masked_fill, F.scaled_dot_product_attention(is_causal=True) and SDPA with a boolean
+attn_mask; the offset mask as an arange compare and as tril(diagonal); a padding mask
+(the last 300 keys of every sequence) as SDPA's boolean attn_mask, masked_fill(~keep,
+-inf), an added where(keep, 0, -inf) and an added (1 - keep)·finfo.min.
+
+Systems: ours_sm90 (fc.compile of the spelling, cuda_arch="sm_90"; a spelling that does
+not compile is a record saying so), torch_sdpa_cudnn (SDPA under cuDNN with the case's
+mask as SDPA takes it: is_causal where it is causal from the first key, else a boolean
+attn_mask) and torch_sdpa (the same, torch's choice of backend). Every output is checked
+against float32 SDPA with the case's mask; TFLOP/s counts the query-key pairs the mask
+keeps. Padding cases also record whether NaN keys at the masked positions leave our
+output finite, and PyTorch eager's of the same spelling (masked_fill replaces the score;
+an added mask adds to NaN).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import harness
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import fusion_compiler as fc  # noqa: E402
 
-SHAPE = (4, 16, 2048, 128)  # B, H, N, D
+B, H, D = 4, 16, 128
+N = 2048
+OFFSET_NQ = 512
 PAD = 300  # keys masked at the end of every sequence
+NEG_INF = float("-inf")
 
 
-class Form(torch.nn.Module):
-    def __init__(self, form: str):
+def _scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    return (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+
+
+def _attend(s: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(s.float(), dim=-1).to(v.dtype) @ v
+
+
+def _rows_cols(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    nq, nk = s.shape[-2:]
+    return torch.arange(nq, device=s.device)[:, None], torch.arange(nk, device=s.device)[None, :]
+
+
+def tril_buffer(m, q, k, v):
+    s = _scores(q, k)
+    nq, nk = s.shape[-2:]
+    return _attend(s.masked_fill(m.bias[:, :, :nq, :nk] == 0, NEG_INF), v)
+
+
+def full_triu_added(m, q, k, v):
+    s = _scores(q, k)
+    return _attend(s + torch.full(s.shape[-2:], NEG_INF, device=s.device).triu(1), v)
+
+
+def where_finfo_min(m, q, k, v):
+    s = _scores(q, k)
+    keep = torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).tril()
+    return _attend(torch.where(keep, s, torch.finfo(s.dtype).min), v)
+
+
+def arange_masked_fill(m, q, k, v):
+    s = _scores(q, k)
+    rows, cols = _rows_cols(s)
+    return _attend(s.masked_fill(cols > rows, NEG_INF), v)
+
+
+def sdpa_is_causal(m, q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def sdpa_bool_causal(m, q, k, v):
+    keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+
+
+def offset_arange_masked_fill(m, q, k, v):
+    s = _scores(q, k)
+    rows, cols = _rows_cols(s)
+    return _attend(s.masked_fill(cols > rows + (k.shape[-2] - q.shape[-2]), NEG_INF), v)
+
+
+def offset_tril_sdpa(m, q, k, v):
+    nq, nk = q.shape[-2], k.shape[-2]
+    keep = torch.ones(nq, nk, dtype=torch.bool, device=q.device).tril(diagonal=nk - nq)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+
+
+def padding_sdpa_bool(m, q, k, v, keep):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])
+
+
+def padding_masked_fill(m, q, k, v, keep):
+    return _attend(_scores(q, k).masked_fill(~keep[:, None, None, :], NEG_INF), v)
+
+
+def padding_where_added(m, q, k, v, keep):
+    bias = torch.where(keep[:, None, None, :], 0.0, NEG_INF)
+    return _attend(_scores(q, k) + bias, v)
+
+
+def padding_finfo_min_added(m, q, k, v, keep):
+    s = _scores(q, k)
+    return _attend(s + (1.0 - keep[:, None, None, :].to(s.dtype)) * torch.finfo(s.dtype).min, v)
+
+
+@dataclass(frozen=True)
+class Spelling:
+    forward: Callable
+    mask: str  # "causal" (each query sees the keys up to its position + Nk - Nq) or "padding"
+    nq: int = N
+
+
+# a row per case: its name is the spelling's
+SPELLINGS = {
+    f.__name__: Spelling(f, mask, nq)
+    for f, mask, nq in (
+        (tril_buffer, "causal", N),
+        (full_triu_added, "causal", N),
+        (where_finfo_min, "causal", N),
+        (arange_masked_fill, "causal", N),
+        (sdpa_is_causal, "causal", N),
+        (sdpa_bool_causal, "causal", N),
+        (offset_arange_masked_fill, "causal", OFFSET_NQ),
+        (offset_tril_sdpa, "causal", OFFSET_NQ),
+        (padding_sdpa_bool, "padding", N),
+        (padding_masked_fill, "padding", N),
+        (padding_where_added, "padding", N),
+        (padding_finfo_min_added, "padding", N),
+    )
+}
+
+
+class Model(torch.nn.Module):
+    def __init__(self, spelling: Spelling):
         super().__init__()
-        self.form = form
+        self.spelling = spelling
+        if spelling.forward is tril_buffer:  # as GPT-2 registers it
+            self.register_buffer("bias", torch.tril(torch.ones(N, N)).view(1, 1, N, N))
 
-    def forward(self, q, k, v, keep):
-        mask = keep[:, None, None, :]
-        if self.form == "sdpa-bool":
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        s = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
-        if self.form == "masked_fill":
-            s = s.masked_fill(~mask, float("-inf"))
-        else:
-            s = s + torch.zeros_like(s).masked_fill(~mask, float("-inf"))
-        return torch.softmax(s.float(), dim=-1).to(q.dtype) @ v
+    def forward(self, *args):
+        return self.spelling.forward(self, *args)
 
 
-FORMS = ("sdpa-bool", "masked_fill", "additive")
-
-
-def _inputs(device: str):
-    b, h, n, d = SHAPE
-    q, k, v = (torch.randn(b, h, n, d, dtype=torch.float16, device=device) for _ in range(3))
-    keep = torch.ones(b, n, dtype=torch.bool, device=device)
-    keep[:, n - PAD :] = False
+def _inputs(spelling: Spelling, device: str) -> tuple[torch.Tensor, ...]:
+    q = torch.randn(B, H, spelling.nq, D, dtype=torch.float16, device=device)
+    k, v = (torch.randn(B, H, N, D, dtype=torch.float16, device=device) for _ in range(2))
+    if spelling.mask == "causal":
+        return q, k, v
+    keep = torch.ones(B, N, dtype=torch.bool, device=device)
+    keep[:, N - PAD :] = False
     return q, k, v, keep
 
 
-def prepare(folder: Path) -> None:
-    import fusion_compiler as fc
-
-    folder.mkdir(parents=True, exist_ok=True)
-    example = _inputs("cpu")
-    specs = {}
-    for form in FORMS:
-        module = fc.compile(Form(form), example, target="cuda", cuda_arch="sm_90")
-        module.save(folder / f"{form}.vmfb")
-        specs[form] = module.stats
-    (folder / "index.json").write_text(json.dumps(specs))
+def _allowed(spelling: Spelling, inputs: tuple) -> torch.Tensor:
+    """The (query, key) pairs the case's mask keeps, broadcastable to (B, H, Nq, Nk)."""
+    if spelling.mask == "padding":
+        return inputs[3][:, None, None, :]
+    nq, device = spelling.nq, inputs[0].device
+    return torch.ones(nq, N, dtype=torch.bool, device=device).tril(diagonal=N - nq)
 
 
-def run(folder: Path) -> int:
-    import fusion_compiler as fc
-    from fusion_compiler.tools.autotune import kernel_ms
+def _peer(spelling: Spelling, backend=None) -> Callable:
+    """SDPA with the case's mask in SDPA's own form, under ``backend`` (or torch's choice)."""
+    from torch.nn.attention import sdpa_kernel
 
-    q, k, v, keep = _inputs("cuda")
-    poisoned = k.clone()
-    poisoned[:, :, -PAD:] = float("nan")
-    b, h, n, d = SHAPE
-    flops = 4 * b * h * n * (n - PAD) * d
-    print("| form | kernel ms (CUPTI) | TFLOP/s (kept keys) | rel. error | NaN masked: finite |")
-    print("|---|---|---|---|---|")
-    for form in FORMS:
-        call = fc.load(folder / f"{form}.vmfb", device="cuda")
-        want = Form(form)(q.double(), k.double(), v.double(), keep)
-        got = call(q, k, v, keep).double()
-        error = ((got - want).norm() / want.norm()).item()
-        finite = bool(torch.isfinite(call(q, poisoned, v, keep)).all())
-        for _ in range(5):
-            call(q, k, v, keep)
-        torch.cuda.synchronize()
+    top_left = spelling.mask == "causal" and spelling.nq == N
 
-        def calls(call=call) -> None:
-            for _ in range(50):
-                call(q, k, v, keep)
-            torch.cuda.synchronize()
+    def sdpa(*inputs):
+        q, k, v = inputs[:3]
+        mask = None if top_left else _allowed(spelling, inputs)
+        if backend is None:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=top_left)
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=top_left)
 
-        ms = kernel_ms(calls, 50)
-        print(f"| {form} | {ms:.3f} | {flops / ms / 1e9:.0f} | {error:.1e} | {finite} |")
-    return 0
+    return sdpa
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=["prepare", "run"])
-    parser.add_argument("folder", type=Path)
-    args = parser.parse_args(argv)
-    if args.step == "prepare":
-        prepare(args.folder)
-        return 0
-    return run(args.folder)
+def _selected(args: argparse.Namespace) -> dict[str, Spelling]:
+    return {name: s for name, s in SPELLINGS.items() if args.only in name}
+
+
+def prepare(folder: Path, args: argparse.Namespace) -> None:
+    for name, spelling in _selected(args).items():
+        harness.save_module(
+            folder,
+            f"{name}.ours_sm90",
+            lambda spelling=spelling: fc.compile(
+                Model(spelling).eval(),
+                _inputs(spelling, "cpu"),
+                target="cuda",
+                cuda_arch="sm_90",
+            ),
+        )
+
+
+def _nan_keys_finite(call: Callable, inputs: tuple) -> bool:
+    """Whether NaN keys at the masked positions leave the output finite."""
+    q, k, v, keep = inputs
+    poisoned = k.masked_fill(~keep[:, None, :, None], math.nan)
+    with torch.no_grad():
+        return bool(torch.isfinite(call(q, poisoned, v, keep)).all())
+
+
+def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
+    from torch.nn.attention import SDPBackend
+
+    records = []
+    for name, spelling in _selected(args).items():
+        inputs = [_inputs(spelling, "cuda") for _ in range(3)]
+        first = inputs[0]
+        allowed = _allowed(spelling, first)
+        with torch.no_grad():
+            reference = F.scaled_dot_product_attention(
+                *(x.float() for x in first[:3]), attn_mask=allowed
+            )
+        pairs = allowed.expand(B, 1, spelling.nq, N).sum().item()
+        flops = 4 * H * D * pairs
+        fields = dict(case=name, mask=spelling.mask, B=B, H=H, Nq=spelling.nq, Nk=N, D=D)
+        systems = {
+            "ours_sm90": harness.module(folder, f"{name}.ours_sm90", "cuda"),
+            "torch_sdpa_cudnn": _peer(spelling, SDPBackend.CUDNN_ATTENTION),
+            "torch_sdpa": _peer(spelling),
+        }
+        facts = folder / f"{name}.ours_sm90.json"
+        dispatches = (
+            json.loads(facts.read_text())["stats"]["dispatches"] if facts.exists() else None
+        )
+        eager = Model(spelling).cuda().eval()
+        for system, call in systems.items():
+            known = {**fields, "dispatches": dispatches} if system == "ours_sm90" else fields
+            record = harness.measure(known, system, call, inputs, reference, flops, True)
+            if system == "ours_sm90" and spelling.mask == "padding" and "error" not in record:
+                # what PyTorch gives for the same spelling, next to ours
+                record["nan_keys_finite"] = _nan_keys_finite(call, first)
+                record["nan_keys_finite_eager"] = _nan_keys_finite(eager, first)
+            records.append(record)
+        harness.write(records, out, "mask_forms", render)  # so far
+    return records
+
+
+def render(records: list[dict]) -> str:
+    """Per spelling: ours against cuDNN in device time, then every system's three timings."""
+    by_case: dict[str, dict[str, dict]] = {}
+    for r in records:
+        by_case.setdefault(r["case"], {})[r["system"]] = r
+
+    def cell(r: dict | None, key: str, digits: str) -> str:
+        if r is None:
+            return "-"
+        return "failed" if "error" in r else format(r[key], digits)
+
+    lines = [
+        "| spelling | mask | Nq | ours_sm90 device ms | TFLOP/s | cuDNN TFLOP/s "
+        "| ours / cuDNN time | ours dispatches "
+        "| NaN at masked keys: finite output (ours, torch eager) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for case, found in by_case.items():
+        ours, cudnn = found.get("ours_sm90"), found.get("torch_sdpa_cudnn")
+        first = next(iter(found.values()))
+        ratio = "-"
+        if ours and cudnn and "error" not in ours and "error" not in cudnn:
+            ratio = f"{ours['device_ms'] / cudnn['device_ms']:.2f}"
+        finite = "-"
+        if ours and "nan_keys_finite" in ours:
+            finite = f"{ours['nan_keys_finite']}, {ours['nan_keys_finite_eager']}"
+        lines.append(
+            f"| {case} | {first['mask']} | {first['Nq']} | {cell(ours, 'device_ms', '.3f')} "
+            f"| {cell(ours, 'tflops', '.0f')} | {cell(cudnn, 'tflops', '.0f')} | {ratio} "
+            f"| {(ours or {}).get('dispatches', '-')} | {finite} |"
+        )
+    return (
+        "TFLOP/s from device time, over the query-key pairs each mask keeps:\n\n"
+        + "\n".join(lines)
+        + "\n\nEvery system, the three timings (ms):\n\n"
+        + harness.table(records)
+    )
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(harness.main(__doc__.splitlines()[0], prepare, run))

@@ -1,28 +1,31 @@
-"""Fused attention on Vulkan (the H200's Vulkan driver): generated SPIR-V kernel vs the rest.
+"""Fused attention on Vulkan (the H200's Vulkan driver): the generated SPIR-V kernel against
+torch SDPA on CUDA, every system timed the three ways of harness.py.
 
-On the CPU machine:   .venv/bin/python benchmarks/vulkan_attention.py prepare build/vk
-On the GPU machine:   python3 benchmarks/vulkan_attention.py run build/vk OUT_DIR
-(Vulkan loader set up as FINDINGS.md says; the runtime wheel on PYTHONPATH.)
+On the CPU machine:  .venv/bin/python benchmarks/vulkan_attention.py prepare build/vk
+On the GPU machine:  python3 benchmarks/vulkan_attention.py run build/vk OUT
+(the Vulkan loader set up as vulkan_variants_h200.md says; the runtime wheel on PYTHONPATH)
 
-Causal fp16 attention written out (B=1, H=8, D=64, the mask from iota/compare) at
-N = 1024 ... 32768 and one full case, compiled for target="vulkan": attention="auto"
-(one generated SPIR-V kernel per attention, fusion-spirv-attention) and, at the two
-smallest N, attention="online-softmax" (our loop nest, as host-side loops of IREE
-dispatches, 256x256 blocks). ``run`` times blocking calls on device-resident inputs
-(median of 5 after a warm-up; wall clock, including the call's host cost), checks each
-output against torch SDPA in float32 on CUDA, and times torch SDPA (fp16, CUDA events,
-median of 20) in the same process; device memory: the card's used memory after the
-calls above the baseline before loading (nvidia-smi; inputs included).
+Causal fp16 attention written out (B1 H8 D64, the mask from an arange compare, softmax in
+f32) at N = 1024 ... 32768 and one full case, compiled for target="vulkan". Systems:
+ours_vulkan (one generated SPIR-V kernel per attention, fusion-spirv-attention),
+ours_online_softmax (at the two smallest N: our loop nest as host-side loops of IREE
+dispatches, 256x256 blocks), torch_sdpa (F.scaled_dot_product_attention in fp16 on
+CUDA, torch's choice of backend: what a user of the same GPU would run instead). Our
+modules take inputs already on the device (as the torch peer takes CUDA tensors) and
+return the result on the host. CUPTI does not see Vulkan, so ours have no device time:
+compare loop and call times, and TFLOP/s from loop time (the table's first part). Each
+output is checked against float32 SDPA on CUDA; ``device_mib``: the card's used memory
+(nvidia-smi) after a module's calls above what it was with the module loaded and its
+inputs on the device (its results and scratch).
 """
 
 from __future__ import annotations
 
-import json
-import statistics
+import argparse
 import sys
-import time
 from pathlib import Path
 
+import harness
 import torch
 import torch.nn.functional as F
 
@@ -36,97 +39,125 @@ import fusion_compiler as fc  # noqa: E402
 
 H, D = 8, 64
 CASES = [(1024, True), (4096, True), (16384, True), (32768, True), (4096, False)]
-ONLINE = [(1024, True), (4096, True)]  # the online-softmax loop nest, for comparison
-_BLOCKS = "builtin.module(fusion-detect-attention,fusion-online-softmax{block-q=256 block-k=256})"
+# system -> (the cases it runs, fc.compile options)
+MODULES = {
+    "ours_vulkan": (CASES, {}),
+    "ours_online_softmax": (
+        [(1024, True), (4096, True)],
+        {
+            "pipeline": "builtin.module(fusion-detect-attention,"
+            "fusion-online-softmax{block-q=256 block-k=256})"
+        },
+    ),
+}
+SYSTEMS = [*MODULES, "torch_sdpa"]
 
 
-def _name(n: int, causal: bool, system: str) -> str:
-    return f"N{n}_{'causal' if causal else 'full'}.{system}"
+def name(n: int, causal: bool) -> str:
+    return f"B1_H{H}_N{n}_D{D}_float16_{'causal' if causal else 'full'}"
 
 
 def _model(n: int, causal: bool) -> torch.nn.Module:
     return Attention(H, n, n, D, mask="causal-iota" if causal else None, upcast=True).eval()
 
 
-def prepare(folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for system, cases, options in (
-        ("ours_vulkan", CASES, {}),
-        ("ours_online_softmax", ONLINE, dict(pipeline=_BLOCKS)),
-    ):
-        for n, causal in cases:
-            example = tuple(
-                torch.empty(1, H, n, D, dtype=torch.float16, device="meta") for _ in range(3)
+def _selected(cases: list, args: argparse.Namespace) -> list:
+    return [c for c in cases if args.only in name(*c)]
+
+
+def prepare(folder: Path, args: argparse.Namespace) -> None:
+    for system, (cases, options) in MODULES.items():
+        for n, causal in _selected(cases, args):
+            harness.save_module(
+                folder,
+                f"{name(n, causal)}.{system}",
+                lambda n=n, causal=causal, options=options: fc.compile(
+                    _model(n, causal), example_args=_meta(n), target="vulkan", **options
+                ),
             )
-            module = fc.compile(_model(n, causal), example_args=example, target="vulkan", **options)
-            module.save(folder / f"{_name(n, causal, system)}.vmfb")
-            print(_name(n, causal, system), module.stats, flush=True)
 
 
-def _sdpa_ms(q, k, v, causal: bool) -> float:
-    for _ in range(3):
-        F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    times = []
-    for _ in range(20):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+def _meta(n: int) -> tuple[torch.Tensor, ...]:
+    return tuple(torch.empty(1, H, n, D, dtype=torch.float16, device="meta") for _ in range(3))
 
 
-def run(folder: Path, out: Path) -> int:
-    out.mkdir(parents=True, exist_ok=True)
+def _resident(function) -> tuple:
+    """``function`` (a loaded module's) as a call on inputs already on its device, and
+    what puts an input set there; a module that did not load stays as it is."""
+    from fusion_compiler.runtime import Function
+
+    if not isinstance(function, Function):
+        return function, lambda inputs: inputs
+
+    def call(*arrays):
+        return function._to_torch(function._function(*arrays))
+
+    return call, lambda inputs: tuple(function._to_device(x.cpu()) for x in inputs)
+
+
+def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
     records = []
-    for system, cases in (("ours_vulkan", CASES), ("ours_online_softmax", ONLINE)):
-        for n, causal in cases:
-            flops = 4 * H * n * n * D / (2 if causal else 1)
-            q, k, v = (torch.randn(1, H, n, D, dtype=torch.float16) for _ in range(3))
-            before = used_mib()
-            try:
-                loaded = fc.load(folder / f"{_name(n, causal, system)}.vmfb", device="vulkan")
-            except Exception as exc:  # a driver refusing a pipeline is a result: record it
-                records.append(dict(case=_name(n, causal, system), failed=str(exc)[:300]))
-                print(json.dumps(records[-1]), flush=True)
+    for n, causal in _selected(CASES, args):
+        inputs = [
+            tuple(torch.randn(1, H, n, D, dtype=torch.float16, device="cuda") for _ in range(3))
+            for _ in range(3)
+        ]
+        with torch.no_grad():
+            q, k, v = (x.float() for x in inputs[0])
+            reference = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            del q, k, v
+        flops = harness.attention_flops(1, H, n, n, D, causal)
+        fields = dict(case=name(n, causal), B=1, H=H, Nq=n, Nk=n, D=D, causal=causal)
+        for system, (cases, _) in MODULES.items():
+            if (n, causal) not in cases:
                 continue
-            function = loaded["main"]
-            arrays = [function._to_device(x) for x in (q, k, v)]
-            raw = function._function
-            result = raw(*arrays)  # warm-up; the inputs stay on the device
-            got = function._to_torch(result)
-            times = []
-            for _ in range(5):
-                start = time.perf_counter()
-                raw(*arrays).to_host()
-                times.append((time.perf_counter() - start) * 1e3)
-            ms = statistics.median(times)
-            mib = used_mib() - before
-            qc, kc, vc = (x.cuda() for x in (q, k, v))
-            want = F.scaled_dot_product_attention(
-                qc.float(), kc.float(), vc.float(), is_causal=causal
+            call, upload = _resident(
+                harness.module(folder, f"{name(n, causal)}.{system}", "vulkan")
             )
-            error = ((got.float().cuda() - want).norm() / want.norm()).item()
-            sdpa = _sdpa_ms(qc, kc, vc, causal)
-            record = dict(
-                case=f"B1_H{H}_N{n}_D{D}_float16_{'causal' if causal else 'full'}",
-                system=system,
-                ms=ms,
-                tflops=flops / ms / 1e9,
-                rel_err=error,
-                device_mib=mib,
-                torch_sdpa_ms=sdpa,
-                torch_sdpa_tflops=flops / sdpa / 1e9,
-            )
+            on_device = [upload(x) for x in inputs]
+            before = used_mib()
+            record = harness.measure(fields, system, call, on_device, reference, flops, True)
+            if "error" not in record:
+                record["device_mib"] = used_mib() - before
             records.append(record)
-            print(json.dumps(record), flush=True)
-            del loaded, function, arrays, raw, result, got, qc, kc, vc, want
+            del call, upload, on_device
             torch.cuda.empty_cache()
-    (out / "vulkan_attention.json").write_text(json.dumps(records, indent=1))
-    return 0
+
+        def sdpa(q, k, v, causal=causal):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+        records.append(harness.measure(fields, "torch_sdpa", sdpa, inputs, reference, flops, True))
+        harness.write(records, out, "vulkan", render)  # so far
+    return records
+
+
+def render(records: list[dict]) -> str:
+    """Loop time and TFLOP/s from it per system (Vulkan has no CUPTI device time), ours
+    against torch SDPA, then every system's three timings."""
+    by_case: dict[str, dict[str, dict]] = {}
+    for r in records:
+        by_case.setdefault(r["case"], {})[r["system"]] = r
+    head = [f"{s} loop ms" for s in SYSTEMS] + ["TFLOP/s (ours_vulkan, loop)"]
+    head += ["ours_vulkan / torch_sdpa loop time", "ours_vulkan device MiB"]
+    lines = ["| case | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
+    for case, found in by_case.items():
+        ok = {s: r for s, r in found.items() if "error" not in r}
+        cells = [
+            f"{ok[s]['loop_ms']:.3f}" if s in ok else ("failed" if s in found else "-")
+            for s in SYSTEMS
+        ]
+        ours, peer = ok.get("ours_vulkan"), ok.get("torch_sdpa")
+        cells.append(f"{ours['tflops']:.1f}" if ours else "-")
+        cells.append(f"{ours['loop_ms'] / peer['loop_ms']:.1f}x" if ours and peer else "-")
+        cells.append(str(ours.get("device_mib", "-")) if ours else "-")
+        lines.append(f"| {case} | " + " | ".join(cells) + " |")
+    return (
+        "Loop time per call (ms; ours: inputs on the device, the result to the host):\n\n"
+        + "\n".join(lines)
+        + "\n\nEvery system, the three timings (ms; TFLOP/s from device time where there is"
+        " one, else loop time):\n\n" + harness.table(records)
+    )
 
 
 if __name__ == "__main__":
-    command, folder = sys.argv[1], Path(sys.argv[2])
-    sys.exit(prepare(folder) if command == "prepare" else run(folder, Path(sys.argv[3])))
+    sys.exit(harness.main(__doc__.splitlines()[0], prepare, run))

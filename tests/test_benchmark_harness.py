@@ -1,5 +1,6 @@
 """The benchmark harness checks each system's output and times every system alike."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -41,3 +42,41 @@ def test_system_that_fails_is_a_record_with_its_error(tmp_path: Path) -> None:
     assert record["error"] == "CUDA out of memory"
     harness.write([record], tmp_path, "t")
     assert "failed: CUDA out of memory" in (tmp_path / "t.md").read_text()
+
+
+def test_module_that_does_not_compile_is_a_record_saying_so(tmp_path: Path) -> None:
+    def build():
+        raise RuntimeError("iree-compile failed\n  model.py:3: error: no lowering\nmore")
+
+    harness.save_module(tmp_path, "case.ours", build)
+    assert not (tmp_path / "case.ours.vmfb").exists()
+    inputs = _inputs()
+    call = harness.module(tmp_path, "case.ours", "local-task")
+    record = harness.measure({"case": "c"}, "ours", call, inputs, inputs[0][0], 1.0, cuda=False)
+    # the step and its first diagnostic
+    assert record["error"] == (
+        "does not compile: iree-compile failed: model.py:3: error: no lowering"
+    )
+
+
+def test_module_not_prepared_is_a_record_saying_so(tmp_path: Path) -> None:
+    inputs = _inputs()
+    call = harness.module(tmp_path, "absent.ours", "local-task")
+    record = harness.measure({"case": "c"}, "ours", call, inputs, inputs[0][0], 1.0, cuda=False)
+    assert "run prepare first" in record["error"]
+
+
+def test_prepared_module_runs_as_the_system(tmp_path: Path) -> None:
+    import fusion_compiler as fc
+
+    class MatMul(torch.nn.Module):
+        def forward(self, a, b):
+            return a @ b
+
+    inputs = _inputs()
+    harness.save_module(tmp_path, "mm.ours", lambda: fc.compile(MatMul(), inputs[0]))
+    assert "dispatches" in json.loads((tmp_path / "mm.ours.json").read_text())["stats"]
+    call = harness.module(tmp_path, "mm.ours", "local-task")
+    reference = inputs[0][0] @ inputs[0][1]
+    record = harness.measure({"case": "mm"}, "ours", call, inputs, reference, 1.0, cuda=False)
+    assert record["rel_err"] < 1e-5
