@@ -60,7 +60,8 @@ VARIANTS: dict[str, tuple[dict, tuple[int, ...]]] = {
         (1, 4, 4, 5, 2000, 64),
     ),
     # more causal row blocks than the GPU holds, D128: persistent programs with a producer
-    # warp (kernels/flash_ws.py); odd programs reversed over 1024 keys, not over 4096; GQA
+    # warp (backends/triton/warp_specialized.py); odd programs reversed over 1024 keys,
+    # not over 4096; GQA
     **{
         f"causal_persistent_n{n}{'_gqa' if kv < h else ''}": (
             dict(heads=h, nq=n, nk=n, head_dim=128, mask="causal-iota", upcast=True)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from fusion_compiler.dialects import linalg
+from fusion_compiler.dialects import causal, linalg
 from fusion_compiler.dialects.builders import (
     Extent,
     affine_map,
     axes,
     dims,
     empty,
+    erase_dead,
     filled,
     generic,
     times,
@@ -229,3 +231,79 @@ def decompose(op: ir.Operation) -> ir.Value:
                 lambda x, _: dialects.arith.TruncFOp(out_type.element_type, x).result,
             )
     return out
+
+
+# The layout handled: one batch dim; (b, m, k1) x (b, k2, k1) or (b, k1, k2) x (b, k2, n).
+_Q, _V, _MASK, _OUT = [0, 1, 3], [0, 4, 2], [0, 1, 4], [0, 1, 2]
+_K_ROWS, _K_COLUMNS = [0, 4, 3], [0, 3, 4]  # (b, k2, k1) as IREE's SDPA; (b, k1, k2) as ours
+
+
+@dataclass(frozen=True)
+class Layout:
+    k_transposed: bool  # K stored (b, k1, k2)
+    has_mask: bool
+    causal_offset: int | None = None  # keys > row + c are masked: their blocks are skipped
+
+
+def layout(op: ir.Operation, allow_dynamic: bool = False) -> Layout | str:
+    """The layout of an attention op, or why it is not one this rewrite handles.
+
+    ``allow_dynamic``: dynamic sizes are fine for the caller (the generated kernel)."""
+    maps = [dims(ir.AffineMapAttr(a).value) for a in op.attributes["indexing_maps"]]
+    has_mask = len(maps) == 6
+    if maps[0] != _Q or maps[2] != _V or maps[-1] != _OUT or (has_mask and maps[4] != _MASK):
+        return "operand layout other than (batch, rows, cols) for Q, V, mask and output"
+    if maps[1] not in (_K_ROWS, _K_COLUMNS):
+        return "K layout other than (batch, k2, k1) or (batch, k1, k2)"
+    if has_mask and not _is_float(op.operands[4]):
+        return "a boolean mask (fusion-additive-mask makes it additive)"
+    dynamic = any(not ir.RankedTensorType(v.type).has_static_shape for v in op.operands[:3])
+    if dynamic and not allow_dynamic:
+        # Measured: with dynamic sizes IREE 3.13 runs this loop nest to wrong results
+        # (rel. error > 1 on llvm-cpu, even for a single block); not yet explained.
+        return "dynamic shapes (IREE 3.13 computes the loop nest wrongly with them)"
+    causal_offset = causal.offset(op.operands[4], 1, 2) if has_mask else None
+    return Layout(maps[1] == _K_COLUMNS, has_mask, causal_offset)
+
+
+def _is_float(value: ir.Value) -> bool:
+    return isinstance(ir.RankedTensorType(value.type).element_type, ir.FloatType)
+
+
+def fold_k_transpose(op: ir.Operation) -> None:
+    """attention(K = collapse(transpose(K0))) -> attention(K = collapse(K0)), K map swapped.
+
+    ``q @ k.transpose(-2, -1)`` reaches the op as a transposed copy of K; the kernel reads
+    K either way, so the copy (a dispatch and a pass over K) is dropped.
+    """
+    k = op.operands[1]
+    collapse = linalg.producer(k)
+    if collapse is None or collapse.name != "tensor.collapse_shape":
+        return
+    transpose = linalg.producer(collapse.operands[0])
+    if transpose is None or transpose.name != "linalg.transpose":
+        return
+    perm = list(ir.DenseI64ArrayAttr(transpose.attributes["permutation"]))
+    rank = len(perm)
+    if perm != list(range(rank - 2)) + [rank - 1, rank - 2]:
+        return
+    source = transpose.operands[0]
+    shape = ir.RankedTensorType(k.type).shape
+    swapped = ir.RankedTensorType.get(
+        [*shape[:-2], shape[-1], shape[-2]], ir.RankedTensorType(k.type).element_type
+    )
+    with ir.InsertionPoint(op), op.location:
+        plain = ir.Operation.create(
+            "tensor.collapse_shape",
+            results=[swapped],
+            operands=[source],
+            attributes={"reassociation": collapse.attributes["reassociation"]},
+        ).results[0]
+    maps = list(op.attributes["indexing_maps"])
+    k_map = ir.AffineMapAttr(maps[1]).value
+    results = list(k_map.results)
+    results[-1], results[-2] = results[-2], results[-1]
+    maps[1] = ir.AffineMapAttr.get(ir.AffineMap.get(k_map.n_dims, 0, results))
+    op.attributes["indexing_maps"] = ir.ArrayAttr.get(maps)
+    op.operands[1] = plain
+    erase_dead([collapse])  # and the transpose, unless something else reads them

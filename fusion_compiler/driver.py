@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fusion_compiler import frontend, passes, signature
+from fusion_compiler.backends import dispatch
 from fusion_compiler.compiler import CompilerSession
-from fusion_compiler.dialects import flash, kernel_dispatch, linalg_ext, softmax
+from fusion_compiler.dialects import linalg_ext, softmax
 from fusion_compiler.errors import (
     CompileError,
     Diagnostic,
@@ -23,6 +24,7 @@ from fusion_compiler.errors import (
     UnsupportedOpError,
 )
 from fusion_compiler.ir import ir
+from fusion_compiler.passes import online_softmax
 from fusion_compiler.pipeline import check_pipeline, join_pipeline, run_pipeline, split_pipeline
 from fusion_compiler.stages import IREE_STAGES, Stage
 from fusion_compiler.targets import VULKAN_TARGET, Target, get_target
@@ -225,7 +227,7 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     dumper.write(Stage.FUSED.value, op)
     # Fused attentions: IREE's op, our online-softmax loop nest, or a generated kernel.
     result.stats["attention_ops"] = _count(
-        op, linalg_ext.ATTENTION, flash.MARKER, kernel_dispatch.MARKER
+        op, linalg_ext.ATTENTION, online_softmax.MARKER, dispatch.MARKER
     )
     result.stats["softmax_ops"] = sum(
         isinstance(found, softmax.Softmax) for found in softmax.find_all(op)

@@ -416,7 +416,7 @@ class Pending:
 
 
 # IREE's CUDA driver flags, set once before the first CUDA device is made. Measured on
-# the H200 (benchmarks/iree_call_overhead.py): with stream-ordered (async) allocations a
+# the H200 (benchmarks/results/experiments.md): with stream-ordered (async) allocations a
 # blocking call of a one-kernel attention module took 3.3 ms for 0.08 ms of kernel and
 # 26.4 ms for 3.9 ms; without them 0.55 ms and 4.8 ms.
 _CUDA_FLAGS = ("--cuda_async_allocations=false",)
@@ -463,8 +463,7 @@ class LoadedModule:
                     " The Vulkan driver refused to build one of the module's compute "
                     "pipelines. NVIDIA's driver 580 refuses IREE's cooperative-matrix code "
                     "(fp16 matmuls under vulkan_target='ampere'): compile with "
-                    "vulkan_target='pascal' (the default); "
-                    "benchmarks/per_dispatch.py finds the dispatch."
+                    "vulkan_target='pascal' (the default)."
                 )
             raise FusionCompilerError(
                 f"cannot load the module on {device!r}: {first}.{hint}"

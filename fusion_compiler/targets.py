@@ -21,7 +21,7 @@ KERNEL_ARCHS = ("sm_90", "sm_90a")
 # IREE's SPIR-V target for what is not a generated kernel. "pascal": NVIDIA without
 # cooperative matrices. With "ampere" IREE lowers fp16 matmuls to cooperative-matrix
 # SPIR-V, and the H200's driver (580) refuses to build those pipelines
-# (vkCreateComputePipelines: VK_ERROR_UNKNOWN, benchmarks/per_dispatch.py); under
+# (vkCreateComputePipelines: VK_ERROR_UNKNOWN, benchmarks/results/experiments.md); under
 # "pascal" the five example blocks ran correctly in fp16 and fp32 there.
 VULKAN_TARGET = "pascal"
 # float64 stays float64, as in PyTorch. IREE demotes it to float32 by default, which

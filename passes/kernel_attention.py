@@ -3,10 +3,11 @@
 For NVIDIA Hopper (sm_90a: wgmma, which IREE's own NVIDIA code generation does not
 emit). Each ``iree_linalg_ext.attention`` gets a FlashAttention-2 kernel specialised to
 its dtype, sizes, head dims, K layout, causal offset, mask and score region
-(``dialects/kernel_dispatch.py``), compiled ahead of time with Triton and embedded in the
-module; a proven causal mask is dropped and its key blocks skipped. Tiles come from
-fusion-schedule; full attention over short rows that the producer-warp kernel
-(``kernels/flash_ws.py``) can take is re-tiled for it unless the pass options set tiles.
+(``backends/plan.py``), compiled ahead of time with Triton (``backends/triton``) and
+embedded in the module (``backends/dispatch.py``); a proven causal mask is dropped and
+its key blocks skipped. Tiles come from fusion-schedule; full attention over short rows
+that the producer-warp kernel (``backends/triton/warp_specialized.py``) can take is
+re-tiled for it unless the pass options set tiles.
 An op the kernel cannot take stays for IREE's code generation, with a remark saying why.
 """
 
@@ -15,17 +16,20 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from fusion_compiler.dialects import flash, kernel_dispatch, linalg_ext
+from fusion_compiler.dialects import linalg_ext
 from fusion_compiler.dialects.builders import erase_dead
 from fusion_compiler.passes import schedule
 
 from fusion_compiler import remarks
+from fusion_compiler.backends import dispatch
+from fusion_compiler.backends.plan import KernelPlan, plan_kernel
+from fusion_compiler.backends.triton import schedules
+from fusion_compiler.backends.triton.kernel import compile_kernel, with_producer_warp
+from fusion_compiler.backends.triton.spec import ENTRIES
 from fusion_compiler.ir import ir
-from fusion_compiler.kernels import schedules
-from fusion_compiler.kernels.attention import ENTRIES, compile_kernel, with_producer_warp
 
 NAME = "fusion-kernel-attention"
-# the tiles of flash_ws.py's kernel (Spec.warp_specialized), for how many programs fit
+# the tiles of warp_specialized.py's kernel (Spec.warp_specialized), for how many programs fit
 _PRODUCER_WARP_TILES = schedules.Tiles(64, 64, 4, 3)
 
 
@@ -57,9 +61,7 @@ def _tiles(op: ir.Operation, options: Options) -> dict[str, int]:
     }
 
 
-def lower_attention_to_kernel(
-    op: ir.Operation, plan: kernel_dispatch.KernelPlan, symbol: str
-) -> None:
+def lower_attention_to_kernel(op: ir.Operation, plan: KernelPlan, symbol: str) -> None:
     """iree_linalg_ext.attention [-> cast] [-> head transpose] -> flow.dispatch @symbol.
 
     The kernel is generated for this op; it reads Q, K, V where the model left them and
@@ -67,7 +69,7 @@ def lower_attention_to_kernel(
     """
     entries = ENTRIES if plan.spec.splits > 1 else ENTRIES[:1]
     kernels = {entry: compile_kernel(plan.spec, entry) for entry in entries}
-    output = kernel_dispatch.build_dispatch(op, kernels, plan, symbol)
+    output = dispatch.build_dispatch(op, kernels, plan, symbol)
     # the op and what it replaced, and producers only the kernel's views still read
     erase_dead([output.replaced, op] if output.replaced != op else [op])
 
@@ -79,12 +81,12 @@ def run(module: ir.Operation, options: Options) -> None:
 
 def _run(module: ir.Operation, options: Options) -> None:
     for n, op in enumerate(linalg_ext.find_all(module)):
-        kernel_dispatch.fold_k_transpose(op)
-        form = flash.layout(op, allow_dynamic=True)
+        linalg_ext.fold_k_transpose(op)
+        form = linalg_ext.layout(op, allow_dynamic=True)
         if isinstance(form, str):
             remarks.emit(op.location, f"attention left to IREE's code generation: {form}")
             continue
-        plan = kernel_dispatch.plan_kernel(op, form, _tiles(op, options))
+        plan = plan_kernel(op, form, _tiles(op, options))
         if isinstance(plan, str):
             remarks.emit(op.location, f"attention left to IREE's code generation: {plan}")
             continue

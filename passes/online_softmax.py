@@ -1,20 +1,57 @@
-"""fusion-online-softmax: rewrites each fused attention as our FlashAttention-2 loop nest.
+"""fusion-online-softmax: rewrites each fused attention as a FlashAttention-2 loop nest
+in Linalg and SCF on tensors.
 
-Q is tiled by ``block-q`` rows; a loop over ``block-k`` keys keeps a running max, a
-running sum and a rescaled accumulator, with exp2 and the scale folded in, and divides
-once at the end (``dialects/flash.py``). Masks, biases and the score region (softcap)
-are carried into the loop body; no tensor of Nq×Nk scores is created.
+For each block of ``block_q`` query rows, a loop over blocks of ``block_k`` keys keeps a
+running max ``m``, a running sum ``l`` and an accumulator ``acc``::
+
+    s     = Q_i · K_jᵀ                          (block_q, block_k), f32
+    x     = log2(e)·(scale·s) [-> score region] + log2(e)·mask_ij
+    m'    = max(m, rowmax(x))
+    p     = exp2(x - m')                        exp2, the scale folded in
+    l'    = exp2(m - m')·l + rowsum(p)
+    acc'  = exp2(m - m')·acc + p · V_j
+    O_i   = acc / l, 0 where l = 0              the one division, after the loop
+
+No tensor larger than a (block_q, block_k) tile of scores is created. The running max
+starts at the lowest finite f32, so fully masked blocks contribute exp2(-inf) = 0 rather
+than NaN with no special case; a row whose keys are all -inf comes out 0. Masked
+logits are clamped at that lowest f32 unless the mask is -inf, so a finite fill such
+as ``finfo.min`` stays finite in the exp2 domain (PyTorch's equal weights on a row with
+no allowed key).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from fusion_compiler.dialects import flash, linalg_ext
-from fusion_compiler.dialects.builders import erase_dead
+from fusion_compiler.dialects import hal, linalg, linalg_ext
+from fusion_compiler.dialects.builders import (
+    Size,
+    affine_map,
+    empty_of,
+    erase_dead,
+    extract_slice,
+    full,
+    generic,
+    index,
+    insert_slice,
+    size_of,
+    tile_of,
+    tile_size,
+    times,
+    to_f32,
+)
+from fusion_compiler.dialects.linalg_ext import (
+    LOG2E,
+    LOWEST_F32,
+    Layout,
+    has_plain_region,
+    inline_region,
+)
 
 from fusion_compiler import remarks
-from fusion_compiler.ir import ir
+from fusion_compiler.ir import dialects, ir
 
 NAME = "fusion-online-softmax"
 
@@ -42,18 +79,16 @@ def blocks(op: ir.Operation, options: Options) -> tuple[int, int]:
     return options.block_q or side, options.block_k or side
 
 
-def rewrite_online_softmax(
-    op: ir.Operation, form: flash.Layout, block_q: int, block_k: int
-) -> None:
+def rewrite_online_softmax(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> None:
     """iree_linalg_ext.attention -> scf.for(Q blocks) { scf.for(K blocks) { FA2 step } }."""
-    result = flash.build(op, form, block_q, block_k)
+    result = build(op, form, block_q, block_k)
     op.results[0].replace_all_uses_with(result)
     erase_dead([op])  # and the mask producers, now re-run per block inside the loop
 
 
 def run(module: ir.Operation, options: Options) -> None:
     for op in linalg_ext.find_all(module):
-        form = flash.layout(op)
+        form = linalg_ext.layout(op)
         if isinstance(form, str):
             remarks.emit(op.location, f"attention left to IREE: {form}")
             continue
@@ -69,3 +104,272 @@ def run(module: ir.Operation, options: Options) -> None:
             location,
             f"attention rewritten as online softmax (blocks {block_q}x{block_k}{skipping})",
         )
+
+
+# The running max starts at the lowest finite f32, not -inf: a fully masked block then
+# gives exp2(-inf - lowest) = 0 and a rescale of exp2(0) = 1 with no special case, and
+# the start value stays distinct from the -inf that seeds each block's row max (the
+# two -inf fills were merged by CSE into one tensor that IREE then updated in place).
+_LOWEST = LOWEST_F32
+
+# A unit attribute on the outer loop, so the fused attention can still be counted.
+MARKER = "fusion.online_softmax"
+
+# Both loops run on the host, and nothing else keeps the VM from enqueueing every step,
+# each with its scores allocated, long before the device has run them: peak memory
+# O(N²), 3 GB at N=32K (B1 H4 D64 fp32 causal, local-task). So, having enqueued query
+# block i, the host waits until block i - lag is done, lag the fewest blocks that hold
+# this many key-block steps: the device keeps work queued while the host wakes up (slow
+# on a loaded host), and the steps in flight stay linear in N (148 MB at 32K,
+# benchmarks/results/cpu_memory.md).
+_QUEUED_STEPS = 64
+
+
+def _maps(n_dims: int, *positions: list[int]) -> list[ir.AffineMapAttr]:
+    return [affine_map(n_dims, p) for p in positions]
+
+
+def _f(value: float) -> ir.Value:
+    return dialects.arith.ConstantOp(ir.F32Type.get(), value).result
+
+
+def _add(a: ir.Value, b: ir.Value) -> ir.Value:
+    return dialects.arith.AddFOp(a, b).result
+
+
+def _exp2_of_difference(a: ir.Value, b: ir.Value) -> ir.Value:
+    return dialects.math.Exp2Op(dialects.arith.SubFOp(a, b).result).result
+
+
+def _mul(a: ir.Value, b: ir.Value) -> ir.Value:
+    return dialects.arith.MulFOp(a, b).result
+
+
+def _is_broadcast(value: ir.Value) -> bool:
+    """``value`` (through reshapes) is a broadcast of a tensor of fewer dims."""
+    return linalg.is_broadcast(linalg.producer_and_reshapes(value)[0])
+
+
+def _materialized(value: ir.Value) -> ir.Value:
+    """``value`` behind a ``util.optimization_barrier``, so IREE computes it once into a
+    buffer instead of fusing its producer into the loop's dispatches."""
+    return ir.Operation.create(
+        "util.optimization_barrier", results=[value.type], operands=[value]
+    ).result
+
+
+def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Value:
+    """Inserts the loop nest before ``op``; returns the value replacing its result."""
+    q, k, v, scale = list(op.operands)[:4]
+    mask = op.operands[4] if form.has_mask else None
+    out_init = op.operands[-1]
+    out_type = ir.RankedTensorType(op.results[0].type)
+    with ir.InsertionPoint(op), op.location:
+        # Measured: when K and V reach the loop as broadcasts of one KV head (MQA, batch
+        # 1), IREE 3.13 fuses them into the loop's dispatches and llvm-cpu computes
+        # garbage once the keys exceed 256 rows (uninitialised reads, changing per run;
+        # with only V computed first, still wrong when Q is scaled by hand): each is
+        # computed into a buffer first.
+        k, v = (_materialized(x) if _is_broadcast(x) else x for x in (k, v))
+        batch, rows, depth = (size_of(q, i) for i in range(3))
+        keys = size_of(k, 2 if form.k_transposed else 1)
+        width = size_of(v, 2)
+        log2_scale = times(to_f32(scale), LOG2E)
+        lag = _lag(rows, keys, block_q, block_k)
+        ring = [hal.null_fence() for _ in range(lag - 1)] if lag else []
+        outer = dialects.scf.ForOp(index(0), _as_index(rows), index(block_q), [out_init, *ring])
+        outer.operation.attributes[MARKER] = ir.UnitAttr.get()
+        with ir.InsertionPoint(outer.body):
+            i = outer.induction_variable
+            tm = tile_size(i, rows, block_q)
+            q_i = extract_slice(q, [0, i, 0], [batch, tm, depth])
+            running = [
+                full([batch, tm], _LOWEST),
+                full([batch, tm], 0.0),
+                full([batch, tm, width], 0.0),
+            ]
+            keys_bound = _as_index(keys)
+            if form.causal_offset is not None:
+                # causal tile skipping: rows i .. i+tm-1 see keys up to i + tm - 1 + c
+                visible = dialects.arith.AddIOp(
+                    dialects.arith.AddIOp(i, _as_index(tm)).result, index(form.causal_offset)
+                ).result
+                visible = dialects.arith.MaxSIOp(visible, index(0)).result
+                keys_bound = dialects.arith.MinSIOp(visible, keys_bound).result
+            inner = dialects.scf.ForOp(index(0), keys_bound, index(block_k), running)
+            with ir.InsertionPoint(inner.body):
+                j = inner.induction_variable
+                m, total, acc = inner.inner_iter_args
+                tk = tile_size(j, keys, block_k)
+                if form.k_transposed:
+                    k_j = extract_slice(k, [0, 0, j], [batch, depth, tk])
+                else:
+                    k_j = extract_slice(k, [0, j, 0], [batch, tk, depth])
+                v_j = extract_slice(v, [0, j, 0], [batch, tk, width])
+                # the mask's producers re-run on this block: no (N, N) mask is needed
+                mask_ij = tile_of(mask, [0, i, j], [batch, tm, tk]) if mask else None
+                step = _block_step(
+                    op, q_i, k_j, v_j, mask_ij, log2_scale, m, total, acc, [batch, tm, tk], form
+                )
+                dialects.scf.YieldOp(step)
+            _, l_final, acc_final = inner.results
+            o_i = generic(
+                [acc_final, l_final],
+                empty_of([batch, tm, width], out_type.element_type),
+                _maps(3, [0, 1, 2], [0, 1], [0, 1, 2]),
+                ["parallel"] * 3,
+                lambda a, s, _: _cast(_normalised(a, s), out_type.element_type),
+            )
+            # Written into the barrier's result, the output is updated in place (IREE
+            # 3.13 had copied all of it into a new buffer per block). The last lag - 1
+            # blocks' fences ride along in the loop; block i waits for block i - lag.
+            done_before, fence = hal.signal_when_ready(outer.inner_iter_args[0])
+            ring = [*outer.inner_iter_args[1:], fence] if lag else []
+            if lag:
+                hal.wait(ring[0])
+            dialects.scf.YieldOp([insert_slice(o_i, done_before, [0, i, 0]), *ring[1:]])
+    return outer.results[0]
+
+
+def _lag(rows: Size, keys: Size, block_q: int, block_k: int) -> int:
+    """How many query blocks the host enqueues ahead of the device; 0: no wait at all
+    (every block fits in the queue); 1 with dynamic sizes."""
+    if not isinstance(rows, int) or not isinstance(keys, int):
+        return 1
+    lag = max(1, math.ceil(_QUEUED_STEPS / max(1, math.ceil(keys / block_k))))
+    return lag if lag < math.ceil(rows / block_q) else 0
+
+
+def _masked(x: ir.Value, mask: ir.Value, replaces: bool = False) -> ir.Value:
+    """x + log2(e)·mask as PyTorch's softmax sees it, in the exp2 domain.
+
+    A fill at the bottom of the mask's type (``finfo(dtype).min``) swamps the score it is
+    added to (fp16: ``s + -65504`` rounds to -65504), so there the logit is the fill
+    alone; it is clamped at the lowest finite f32 (``finfo(f32).min`` overflows once
+    scaled), so a row of nothing but such fills gets equal weights. -inf stays -inf,
+    and with ``replaces`` (``masked_fill``) it is -inf whatever the score was."""
+    saturates = linalg_ext.SWAMPS.get(str(mask.type))
+    mask = to_f32(mask)
+    shift = _mul(mask, _f(LOG2E))
+    value = _add(x, shift)
+    if saturates is not None:
+        swamped = dialects.arith.CmpFOp(
+            dialects.arith.CmpFPredicate.OLE, mask, _f(saturates)
+        ).result
+        value = dialects.arith.SelectOp(swamped, shift, value).result
+    floored = dialects.arith.MaximumFOp(value, _f(_LOWEST)).result
+    minus_inf = dialects.arith.CmpFOp(dialects.arith.CmpFPredicate.OEQ, mask, _f(-math.inf)).result
+    return dialects.arith.SelectOp(minus_inf, shift if replaces else value, floored).result
+
+
+def _normalised(acc: ir.Value, total: ir.Value) -> ir.Value:
+    """acc / l, and 0 where l is 0: a row whose keys are all -inf gives 0, as
+    ``F.scaled_dot_product_attention`` and FlashAttention give (softmax itself, NaN)."""
+    empty_row = dialects.arith.CmpFOp(dialects.arith.CmpFPredicate.OEQ, total, _f(0.0)).result
+    return dialects.arith.SelectOp(
+        empty_row, _f(0.0), dialects.arith.DivFOp(acc, total).result
+    ).result
+
+
+def _as_index(size: Size) -> ir.Value:
+    return size if isinstance(size, ir.Value) else index(size)
+
+
+def _cast(value: ir.Value, element: ir.Type) -> ir.Value:
+    if element == ir.F32Type.get():
+        return value
+    return dialects.arith.TruncFOp(element, value).result
+
+
+def _block_step(
+    op: ir.Operation,
+    q_i: ir.Value,
+    k_j: ir.Value,
+    v_j: ir.Value,
+    mask_ij: ir.Value | None,
+    log2_scale: ir.Value,
+    m: ir.Value,
+    total: ir.Value,
+    acc: ir.Value,
+    score_sizes: list[Size],
+    form: Layout,
+) -> list[ir.Value]:
+    """One key block: the new running max, sum and accumulator."""
+    # s = Q_i · K_jᵀ over (b, m, k2, k1)
+    k_map = [0, 3, 2] if form.k_transposed else [0, 2, 3]
+    s = generic(
+        [q_i, k_j],
+        full(score_sizes, 0.0),
+        _maps(4, [0, 1, 3], k_map, [0, 1, 2]),
+        ["parallel", "parallel", "parallel", "reduction"],
+        lambda a, b, c: _add(c, _mul(to_f32(a), to_f32(b))),
+    )
+
+    def logits(score, *rest):
+        x = _mul(score, log2_scale)
+        if not has_plain_region(op):
+            x = inline_region(op, x)  # IREE's region semantics: base 2 in, base 2 out
+        if rest[:-1]:
+            x = _masked(x, rest[0], linalg_ext.mask_replaces(op))
+        return x
+
+    inputs = [s] + ([mask_ij] if mask_ij is not None else [])
+    x = generic(
+        inputs,
+        empty_of(score_sizes, ir.F32Type.get()),
+        _maps(3, *([[0, 1, 2]] * (len(inputs) + 1))),
+        ["parallel"] * 3,
+        logits,
+    )
+    row = ["parallel", "parallel", "reduction"]
+    rows2 = ["parallel", "parallel"]
+    f32 = ir.F32Type.get()
+    row_max = generic(
+        [x],
+        full(score_sizes[:2], -math.inf),
+        _maps(3, [0, 1, 2], [0, 1]),
+        row,
+        lambda a, b: dialects.arith.MaximumFOp(a, b).result,
+    )
+    # Every running value is updated in its own loop-carried tensor (the payload reads
+    # ``outs``, the last write comes after the last read), so a dispatch holding the
+    # whole loop nest bufferizes each update in place: alpha reads the old max before
+    # the max is overwritten.
+    alpha = generic(
+        [m, row_max],
+        empty_of(score_sizes[:2], f32),
+        _maps(2, [0, 1], [0, 1], [0, 1]),
+        rows2,
+        lambda a, b, _: _exp2_of_difference(a, dialects.arith.MaximumFOp(a, b).result),
+    )
+    m_new = generic(
+        [row_max],
+        m,
+        _maps(2, [0, 1], [0, 1]),
+        rows2,
+        lambda b, old: dialects.arith.MaximumFOp(old, b).result,
+    )
+    p = generic(
+        [x, m_new],
+        empty_of(score_sizes, f32),
+        _maps(3, [0, 1, 2], [0, 1], [0, 1, 2]),
+        ["parallel"] * 3,
+        lambda a, b, _: _exp2_of_difference(a, b),
+    )
+    l_scaled = generic([alpha], total, _maps(2, [0, 1], [0, 1]), rows2, lambda a, old: _mul(old, a))
+    l_new = generic([p], l_scaled, _maps(3, [0, 1, 2], [0, 1]), row, lambda a, b: _add(a, b))
+    acc_scaled = generic(
+        [alpha],
+        acc,
+        _maps(3, [0, 1], [0, 1, 2]),
+        ["parallel"] * 3,
+        lambda a, old: _mul(old, a),
+    )
+    acc_new = generic(
+        [p, v_j],
+        acc_scaled,
+        _maps(4, [0, 1, 3], [0, 3, 2], [0, 1, 2]),
+        ["parallel", "parallel", "parallel", "reduction"],
+        lambda a, b, c: _add(c, _mul(a, to_f32(b))),
+    )
+    return [m_new, l_new, acc_new]

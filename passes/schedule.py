@@ -3,7 +3,7 @@
 Each ``iree_linalg_ext.attention`` gets a ``fusion.schedule`` attribute (block_m,
 block_n, num_warps, num_stages, splits) for the target architecture: the entry
 ``fusion-autotune`` measured for its shape class (arch, dtype, padded head dim, causal,
-key-length bucket) in ``fusion_compiler/kernels/schedules.json``, or, for a class not
+key-length bucket) in ``fusion_compiler/backends/triton/schedules.json``, or, for a class not
 tuned, ``schedules.model``'s tiles; then fitted to the op's sizes (row blocks no taller
 than its queries, split-KV when its row blocks cannot fill the GPU, as in decoding,
 persistent programs for short causal attention). A remark says which. ``fusion-kernel-attention``
@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from fusion_compiler.dialects import flash, kernel_dispatch, linalg_ext
+from fusion_compiler.dialects import linalg_ext
 
 from fusion_compiler import remarks
+from fusion_compiler.backends.plan import kv_group
+from fusion_compiler.backends.triton import schedules
 from fusion_compiler.ir import ir
-from fusion_compiler.kernels import schedules
 
 NAME = "fusion-schedule"
 ATTRIBUTE = "fusion.schedule"
@@ -40,7 +41,7 @@ def choose(op: ir.Operation, arch: str, table: dict | None = None) -> Choice | N
     """The tiles for ``op``: its shape class's (arch, dtype, padded head dim, causal,
     key-length bucket), fitted to its sizes (short queries, GQA packing, split-KV); None
     for a layout the kernel path does not take."""
-    form = flash.layout(op, allow_dynamic=True)
+    form = linalg_ext.layout(op, allow_dynamic=True)
     if isinstance(form, str):
         return None
     (batch, n_q, _), element = _shape(op.operands[0]), ir.RankedTensorType(op.operands[0].type)
@@ -55,7 +56,7 @@ def choose(op: ir.Operation, arch: str, table: dict | None = None) -> Choice | N
         n_k if n_k > 0 else 4096,  # a dynamic length: the middle bucket
     )
     tiles, source = schedules.choose(shape, table)
-    group = kernel_dispatch.kv_group(op, form)
+    group = kv_group(op, form)
     return Choice(schedules.fit(tiles, shape, batch, n_q, n_k, group), source, shape)
 
 

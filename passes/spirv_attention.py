@@ -3,7 +3,7 @@
 IREE 3.13's SPIR-V code generation cannot lower ``iree_linalg_ext.attention``, and our
 online-softmax loop nest reaches Vulkan only as host-side loops of dispatches. This
 pass gives each attention one dispatch of a FlashAttention-2 compute shader generated
-for it (``fusion_compiler/kernels/attention.comp``), specialised to its element types
+for it (``fusion_compiler/backends/vulkan/attention.comp``), specialised to its element types
 (f16, bf16, f32), sizes (static or dynamic sequence lengths), head dims, the causal offset
 proven from its mask (the mask dropped, key blocks past the diagonal skipped), any other
 mask (read per key), the GQA ratio, the score region (the CUDA kernel's Triton
@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fusion_compiler.dialects import flash, kernel_dispatch, linalg_ext
+from fusion_compiler.dialects import linalg_ext
 from fusion_compiler.dialects.builders import erase_dead
 
 from fusion_compiler import remarks
+from fusion_compiler.backends import dispatch
+from fusion_compiler.backends.plan import plan_kernel
+from fusion_compiler.backends.vulkan import glsl
 from fusion_compiler.ir import ir
-from fusion_compiler.kernels import spirv
 
 NAME = "fusion-spirv-attention"
 
@@ -42,28 +44,24 @@ def _lower(op: ir.Operation, symbol: str) -> None:
     def leave(why: str) -> None:
         remarks.emit(op.location, f"attention left for decomposition on Vulkan: {why}")
 
-    kernel_dispatch.fold_k_transpose(op)
-    form = flash.layout(op, allow_dynamic=True)
+    linalg_ext.fold_k_transpose(op)
+    form = linalg_ext.layout(op, allow_dynamic=True)
     if isinstance(form, str):
         return leave(form)
     d = ir.RankedTensorType(op.operands[0].type).shape[2]
     dv = ir.RankedTensorType(op.operands[2].type).shape[2]
-    plan = kernel_dispatch.plan_kernel(
-        op, form, spirv.tiles(d, dv), target="vulkan", dtypes=("f16", "bf16", "f32")
-    )
+    plan = plan_kernel(op, form, glsl.tiles(d, dv), target="vulkan", dtypes=("f16", "bf16", "f32"))
     if isinstance(plan, str):
         return leave(plan)
     shapes = [list(ir.RankedTensorType(v.type).shape) for v in plan.inputs]
     shapes.append(list(ir.RankedTensorType(plan.output.result_type).shape))
-    why = spirv.unsupported(plan.spec, shapes)
+    why = glsl.unsupported(plan.spec, shapes)
     if why is not None:
         return leave(why)
-    if spirv.compiler() is None:
-        return leave(f"{spirv.COMPILER} not found (apt install glslang-tools)")
+    if glsl.compiler() is None:
+        return leave(f"{glsl.COMPILER} not found (apt install glslang-tools)")
     location, spec = op.location, plan.spec
-    output = kernel_dispatch.build_dispatch(
-        op, {"attention": spirv.compile_kernel(spec)}, plan, symbol
-    )
+    output = dispatch.build_dispatch(op, {"attention": glsl.compile_kernel(spec)}, plan, symbol)
     erase_dead([output.replaced, op] if output.replaced != op else [op])
     causal = f", causal offset {spec.causal_offset}" if spec.causal_offset is not None else ""
     remarks.emit(

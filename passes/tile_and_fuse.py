@@ -19,7 +19,7 @@ its consumer reads:
 The transposes' dispatches go, and IREE may fuse each projection's bias into its matmul
 again: on the CPU the block above takes 5 dispatches at dim 64 (``tests/test_tile_and_fuse.py``)
 and 7 at dim 1024, N 2048, where IREE keeps the K and V biases apart
-(``benchmarks/dispatch_counts.py``). For the lowerings that keep IREE's attention op
+(``benchmarks/results/experiments.md``). For the lowerings that keep IREE's attention op
 (``attention="iree"``, CUDA below sm_90) and those that decompose it (whose matmuls take
 the maps). The generated kernels and the online-softmax rewrite fold these
 producers and consumers in their own lowering (strided views of each operand).

@@ -190,6 +190,6 @@ def test_online_softmax_skips_key_blocks_above_a_proven_causal_diagonal(
 
 def test_online_softmax_with_the_host_waiting_for_earlier_query_blocks() -> None:
     """16 query blocks of up to 16 key steps (256x256 blocks): having enqueued block i, the
-    host waits for block i - 4 (``dialects/flash.py``), the fences carried in the loop."""
+    host waits for block i - 4 (``passes/online_softmax.py``), the fences carried in the loop."""
     model = Attention(1, 4096, 4096, 32, mask="causal-iota")
     _check(model, _inputs(1, 1, 1, 4096, 4096, 32, torch.float32), fused=1, attention="auto")

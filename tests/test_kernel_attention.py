@@ -19,13 +19,13 @@ import sys
 import pytest
 import torch
 from conftest import ROOT, rel_error, tool
-from fusion_compiler.dialects.kernel_dispatch import specs_in
 from variants import Attention, PaddingMaskAttention
 
 import fusion_compiler as fc
+from fusion_compiler.backends.dispatch import specs_in
+from fusion_compiler.backends.triton.kernel import run_interpreted
 from fusion_compiler.compiler import new_session
 from fusion_compiler.ir import ir
-from fusion_compiler.kernels.attention import run_interpreted
 
 F16 = torch.float16
 BOUND = {F16: 3e-3}
@@ -175,11 +175,11 @@ def _fused_spec(model, shape: tuple[int, ...], dtype=F16):
 )
 def test_d128_attention_with_many_tiles_gets_the_producer_warp_kernel(options, shape) -> None:
     """Causal D128 attention with more row blocks than the GPU holds (and full attention
-    over up to 2048 keys), operands contiguous: flash_ws.py's kernel in persistent
+    over up to 2048 keys), operands contiguous: warp_specialized.py's kernel in persistent
     programs (Gluon, 8 warps: a warpgroup and a producer warp's group), its TMA
     descriptors (K, V, output) made on the GPU in 384 bytes of scratch per program. Its
     results are checked on the GPU (tests/test_gpu_variants.py, *_persistent_*)."""
-    from fusion_compiler.kernels.attention import compile_kernel
+    from fusion_compiler.backends.triton.kernel import compile_kernel
 
     _, h, _, n, _, d = shape
     spec = _fused_spec(Attention(h, n, n, d, **options), shape)
@@ -495,7 +495,7 @@ def test_autotune_without_a_gpu_says_so() -> None:
 def test_tma_descriptors_read_kv_in_the_models_head_layout() -> None:
     """K and V still in (B, N, H, D) order (before a head transpose): a 4-d descriptor
     whose tile is picked by (batch // H, batch % H)."""
-    from fusion_compiler.kernels import schedules
+    from fusion_compiler.backends.triton import schedules
 
     heads, n, d = 2, 2100, 32
     spec = schedules.plain_spec(schedules.Tiles(64, 64, 4, 3, persistent=3), heads, n, d, True)

@@ -20,8 +20,8 @@ from conftest import rel_error
 from variants import Attention
 
 import fusion_compiler as fc
+from fusion_compiler.backends.vulkan import glsl as spirv
 from fusion_compiler.errors import FusionCompilerError
-from fusion_compiler.kernels import spirv
 
 
 def _vulkan_device() -> bool:

@@ -7,7 +7,7 @@ fp16 on sm_90), times every tile choice of a small space with the kernel source 
 fusion-kernel-attention compiles ahead of time (Triton JIT here; CUDA events around 10
 back-to-back launches, median of the repetitions),
 checks each output against PyTorch, and writes the fastest per class to the schedule
-table (default: fusion_compiler/kernels/schedules.json, read by fusion-schedule).
+table (default: fusion_compiler/backends/triton/schedules.json, read by fusion-schedule).
 Needs a GPU, torch with CUDA and Triton; not the IREE compiler.
 """
 
@@ -22,8 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fusion_compiler.kernels import schedules
-from fusion_compiler.kernels.attention import load_source
+from fusion_compiler.backends.triton import schedules
+from fusion_compiler.backends.triton.kernel import load_source
 from fusion_compiler.tools.cli import entry_point
 
 SPACE = [

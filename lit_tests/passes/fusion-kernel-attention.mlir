@@ -208,7 +208,7 @@ func.func @decode(%q: tensor<8x1x128xf16>, %k: tensor<8x4096x128xf16>, %v: tenso
 
 // Causal attention with more row blocks than the GPU holds, D128, operands contiguous:
 // persistent programs (as many as fit, 264 on sm_90) of the producer-warp kernel
-// (kernels/flash_ws.py: 8 warps), whose TMA descriptors for K, V and the output are made
+// (backends/triton/warp_specialized.py: 8 warps), whose TMA descriptors for K, V and the output are made
 // on the GPU, in Triton's global scratch: a result of 384 bytes per program.
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
 #k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>

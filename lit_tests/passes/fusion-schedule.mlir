@@ -1,7 +1,7 @@
 // RUN: fusion-opt %s --split-input-file --verify-diagnostics \
 // RUN:   --pass-pipeline='builtin.module(fusion-schedule{arch=sm_90})' | FileCheck %s
 
-// A shape class measured on the H200 (fusion_compiler/kernels/schedules.json) gets its
+// A shape class measured on the H200 (fusion_compiler/backends/triton/schedules.json) gets its
 // tuned tiles.
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
 #k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>

@@ -12,13 +12,13 @@ import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from fusion_compiler.kernels.attention import Spec, contiguous, padded
+from fusion_compiler.backends.triton.spec import Spec, contiguous, padded
 
 TABLE = Path(__file__).with_name("schedules.json")
 _SHARED_BYTES = 227 * 1024  # per block on sm_90
 _BUCKETS = (1024, 4096, 16384)  # key lengths up to ~1.5x a bucket fall in it
 # causal attention over at most this many keys runs persistent programs (H200, D128 fp16,
-# benchmarks/causal_schedules.py: causal/full 0.68 -> 0.75 at 1024 keys, 0.71 -> 0.87 at
+# benchmarks/results/experiments.md: causal/full 0.68 -> 0.75 at 1024 keys, 0.71 -> 0.87 at
 # 4096, 0.85 -> 0.88 at 8192 with GQA; 0.89 -> 0.84 at 16384, 0.90 -> 0.88 at 65536)
 _PERSISTENT_KEYS = 8192
 _SMS = {"sm_90": 132}  # streaming multiprocessors (H100 SXM and H200)

@@ -4,7 +4,7 @@
 # (Triton's explicit-layout dialect).
 #
 # Persistent programs, two per multiprocessor, take the (64-row block, batch) tiles in the
-# order of the FlashAttention-2 template (``flash_template.attention``: longest first, a
+# order of the FlashAttention-2 template (``template.attention``: longest first, a
 # snake over the programs, odd programs reversed over short rows). In each program:
 # - a producer warp issues every K and V load, as TMA copies into a ring of STAGES slots
 #   that it keeps filled across tiles, so the next tile's first key blocks load while
@@ -26,7 +26,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from fusion_compiler.kernels.flash_template import _tile_of, _tile_row_block
+from fusion_compiler.backends.triton.template import _tile_of, _tile_row_block
 
 PRODUCER_REGISTERS = gl.constexpr(24)  # the producer warp's registers; the warpgroup takes the rest
 

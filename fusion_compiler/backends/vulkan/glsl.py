@@ -11,15 +11,19 @@ like the CUDA kernels.
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 import shutil
 import subprocess
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 from string import Template
 
+from fusion_compiler.backends.cache import cache_entry
+from fusion_compiler.backends.triton.spec import Kernel, Spec, View
 from fusion_compiler.errors import FusionCompilerError
-from fusion_compiler.kernels.attention import Kernel, Spec, View, cache_entry
 
 TEMPLATE = Path(__file__).with_name("attention.comp")
 # a dynamic spec reads (n_q, n_k) from a binding before the output's
@@ -161,10 +165,20 @@ def compiler() -> str | None:
     return shutil.which(COMPILER)
 
 
+@functools.cache
+def _compiler_version() -> str:
+    tool = compiler()
+    if tool is None:
+        return "none"  # compile_kernel says what to install
+    done = subprocess.run([tool, "--version"], capture_output=True, text=True)
+    return done.stdout.strip()
+
+
 def compile_kernel(spec: Spec) -> Kernel:
     """The SPIR-V of ``spec`` (from the cache when the same kernel was built before)."""
     source = source_of(spec)
-    key, directory = cache_entry(source, spec, "main", prefix="spirv-")
+    parts = [source, Path(__file__).read_text(), json.dumps(asdict(spec), sort_keys=True)]
+    key, directory = cache_entry([*parts, f"{COMPILER} {_compiler_version()}"], prefix="spirv-")
     binary = directory / "kernel.spv"
     if not binary.exists():
         tool = compiler()

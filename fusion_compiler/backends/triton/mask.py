@@ -17,10 +17,9 @@ import operator
 import struct
 from dataclasses import dataclass, field
 
+from fusion_compiler.backends.triton.spec import contiguous_strides
 from fusion_compiler.dialects import linalg
-
 from fusion_compiler.ir import ir
-from fusion_compiler.kernels.attention import contiguous_strides
 
 _POINTER_TYPES = {
     "f32": "*fp32",

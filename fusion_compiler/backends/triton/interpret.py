@@ -1,6 +1,6 @@
 """Runs one generated attention kernel under Triton's interpreter (TRITON_INTERPRET=1).
 
-    python -m fusion_compiler.kernels.interpret CALL.pt    (writes CALL.out.pt)
+    python -m fusion_compiler.backends.triton.interpret CALL.pt    (writes CALL.out.pt)
 
 ``run_interpreted`` starts this in a child process: Triton chooses the interpreter when
 it is first imported.
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import torch
 
-from fusion_compiler.kernels.attention import Spec, load_source
+from fusion_compiler.backends.triton.kernel import load_source
+from fusion_compiler.backends.triton.spec import Spec
 
 _DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 

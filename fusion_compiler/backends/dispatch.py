@@ -1,0 +1,214 @@
+"""A kernel's binary -> a ``hal.executable.source`` and the ``flow.dispatch`` that runs it.
+
+The binary (a cubin from Triton for CUDA, SPIR-V from the GLSL shader for Vulkan) travels
+inside the executable's objects; IREE links it as the executable for that target and
+dispatches it like its own. Each dispatch carries its kernel's Spec as JSON
+(``MARKER``), readable in the IR dumps.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from fusion_compiler.backends.plan import KernelPlan, OutputPlan
+from fusion_compiler.backends.triton.spec import Kernel, Spec
+from fusion_compiler.ir import dialects, ir
+
+_EXECUTABLE_TARGETS = {
+    "cuda": '#hal.executable.target<"cuda", "cuda-nvptx-fb">',
+    "vulkan": '#hal.executable.target<"vulkan-spirv", "vulkan-spirv-fb">',
+}
+# On each kernel dispatch: the kernel's Spec as JSON, readable in the IR dumps (and how
+# fused attentions are still counted and tests rebuild the kernel).
+MARKER = "fusion.attention_kernel"
+
+
+def _shape(value: ir.Value) -> list[int]:
+    return list(ir.RankedTensorType(value.type).shape)
+
+
+def _dim(value: ir.Value, axis: int) -> ir.Value:
+    return dialects.tensor.DimOp(value, dialects.arith.ConstantOp(ir.IndexType.get(), axis)).result
+
+
+def _dense_bytes(data: bytes) -> str:
+    return f'dense<"0x{data.hex().upper()}"> : vector<{len(data)}xi8>'
+
+
+def executable_source(
+    symbol: str,
+    kernel: Kernel,
+    n_inputs: int,
+    grid: tuple[int, int, int],
+    dynamic_rows: int | None = None,
+) -> str:
+    """The ``hal.executable.source`` holding the kernel's binary (a cubin for CUDA,
+    SPIR-V for Vulkan), as MLIR text: ``n_inputs`` read-only bindings, then the output
+    and, for Triton's kernels, its scratch pointers. The grid is
+    static, or with ``dynamic_rows`` its x is the row blocks of that height in n_q,
+    the dispatch's workload."""
+    readonly = "#hal.pipeline.binding<storage_buffer, ReadOnly>"
+    writable = "#hal.pipeline.binding<storage_buffer>"
+    bindings = ", ".join([readonly] * n_inputs + [writable] * (1 + kernel.hidden_pointers))
+    if dynamic_rows is not None:
+        count = (
+            "count(%device: !hal.device, %n: index) -> (index, index, index) {\n"
+            f"    %last = arith.constant {dynamic_rows - 1} : index\n"
+            f"    %block = arith.constant {dynamic_rows} : index\n"
+            "    %padded = arith.addi %n, %last : index\n"
+            "    %x = arith.divui %padded, %block : index\n"
+        )
+    else:
+        count = (
+            "count(%device: !hal.device) -> (index, index, index) {\n"
+            f"    %x = arith.constant {grid[0]} : index\n"
+        )
+    count += (
+        f"    %y = arith.constant {grid[1]} : index\n"
+        f"    %z = arith.constant {grid[2]} : index\n"
+        "    hal.return %x, %y, %z : index, index, index\n"
+    )
+    target = _EXECUTABLE_TARGETS[kernel.target]
+    shared = (
+        f", workgroup_local_memory = {kernel.shared_bytes} : index" if kernel.shared_bytes else ""
+    )
+    suffix = "cubin" if kernel.target == "cuda" else "spv"
+    data = _dense_bytes(kernel.binary)
+    obj = f'#hal.executable.object<{{path = "{symbol}.{suffix}", data = {data}}}>'
+    return (
+        f"hal.executable.source private @{symbol} "
+        f"<{{objects = #hal.executable.objects<{{{target} = [{obj}]}}>}}> {{\n"
+        f"  hal.executable.export public @{kernel.name} ordinal(0) "
+        f"layout(#hal.pipeline.layout<bindings = [{bindings}]>) {count}"
+        f"  }} <{{workgroup_size = [{kernel.threads} : index, 1 : index, 1 : index]{shared}}}>\n"
+        "}\n"
+    )
+
+
+def _dispatch(
+    symbol: str,
+    kernel: Kernel,
+    source: str,
+    workload: list[ir.Value],
+    arguments: list[ir.Value],
+    result_type: ir.Type,
+    result_dims: list[ir.Value],
+    attributes: dict[str, ir.Attribute],
+    programs: int = 1,
+) -> ir.Value:
+    """A flow.dispatch of ``kernel`` (its executable ``source`` added to the module)
+    at the current insertion point; its result. Triton's global scratch (where its TMA
+    descriptors are made) is a result of ``programs`` times the kernel's bytes per
+    program; IREE leaves it uninitialised, which the kernel expects."""
+    module = ir.InsertionPoint.current.block.owner
+    while module.name != "builtin.module":
+        module = module.parent
+    ir.InsertionPoint.at_block_begin(module.regions[0].blocks[0]).insert(ir.Operation.parse(source))
+    i8 = ir.IntegerType.get_signless(8)
+    sizes = [kernel.scratch_bytes * programs, 0][: kernel.hidden_pointers]  # global, profile
+    scratch = [ir.RankedTensorType.get([max(1, size)], i8) for size in sizes]
+    argument_dims = [
+        _dim(a, axis)
+        for a in arguments
+        for axis, size in enumerate(_shape(a))
+        if ir.ShapedType.is_dynamic_size(size)
+    ]
+    segments = [len(workload), len(arguments), len(argument_dims), len(result_dims)]
+    dispatch = ir.Operation.create(
+        "flow.dispatch",
+        results=[result_type, *scratch],
+        operands=[*workload, *arguments, *argument_dims, *result_dims],
+        attributes={
+            "entry_points": ir.ArrayAttr.get([ir.SymbolRefAttr.get([symbol, kernel.name])]),
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get(segments),
+            "tied_operands": ir.ArrayAttr.get(
+                [ir.IntegerAttr.get(ir.IndexType.get(), -1)] * (1 + kernel.hidden_pointers)
+            ),
+            **attributes,
+        },
+    )
+    return dispatch.results[0]
+
+
+def build_dispatch(
+    op: ir.Operation, kernels: dict[str, Kernel], kernel_plan: KernelPlan, symbol: str
+) -> OutputPlan:
+    """Adds the executables to the module and flow.dispatches of them before ``op``.
+
+    Bindings follow the kernel's parameters: Q, K, V, the mask (Q again without one),
+    the sizes (Q again while static), the output, then two scratch results for the
+    pointers Triton appends. Inputs are the tensors the kernel's views read in place; the
+    result replaces the plan's output. A split-KV spec writes a float32 buffer of partial
+    results that a second dispatch (``kernels["combine"]``) merges into the output.
+    """
+    spec, inputs, plan, form = (
+        kernel_plan.spec,
+        kernel_plan.inputs,
+        kernel_plan.output,
+        kernel_plan.form,
+    )
+    kernel = kernels["attention"]
+    marker = {MARKER: ir.StringAttr.get(json.dumps(asdict(spec), sort_keys=True))}
+    n_inputs = len(spec.pointers) - 1
+    with ir.InsertionPoint(plan.replaced), op.location:
+        workload, arguments = [], [*inputs]
+        if "Sizes" in spec.pointers:  # static sizes: Q bound, never read
+            arguments.append(inputs[0])
+        result_dims: list[ir.Value] = []
+        if spec.dynamic:
+            n_q = _dim(op.operands[0], 1)
+            n_k = _dim(op.operands[1], 2 if form.k_transposed else 1)
+            i32 = ir.IntegerType.get_signless(32)
+            sizes = ir.Operation.create(
+                "tensor.from_elements",
+                results=[ir.RankedTensorType.get([2], i32)],
+                operands=[dialects.arith.IndexCastOp(i32, n).result for n in (n_q, n_k)],
+            ).results[0]
+            workload, arguments = [n_q], [*inputs, sizes]
+            result_dims = [n_q] * sum(
+                ir.ShapedType.is_dynamic_size(x)
+                for x in ir.RankedTensorType(plan.result_type).shape
+            )
+        rows = spec.block_m if spec.dynamic else None
+        grid = spec.grid_for(max(spec.n_q, 1))  # dynamic: x from the workload
+        if kernel.scratch_bytes and spec.dynamic:
+            raise ValueError("a kernel with global scratch needs a static grid")
+        programs = grid[0] * grid[1] * grid[2]
+        source = executable_source(symbol, kernel, n_inputs, grid, rows)
+        if spec.splits == 1:
+            result = _dispatch(
+                symbol,
+                kernel,
+                source,
+                workload,
+                arguments,
+                plan.result_type,
+                result_dims,
+                marker,
+                programs,
+            )
+        else:  # static n_q: the partial results have a static size
+            partial_type = ir.RankedTensorType.get([spec.partial_elements], ir.F32Type.get())
+            partial = _dispatch(
+                symbol, kernel, source, workload, arguments, partial_type, [], marker, programs
+            )
+            combine = kernels["combine"]
+            merge = f"{symbol}_combine"
+            source = executable_source(merge, combine, 1, spec.combine_grid)
+            result = _dispatch(merge, combine, source, [], [partial], plan.result_type, [], {})
+    plan.replaced.results[0].replace_all_uses_with(result)
+    return plan
+
+
+def specs_in(module: ir.Operation) -> list[Spec]:
+    """The Spec of every generated-kernel dispatch in ``module``, in order."""
+    found: list[Spec] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "flow.dispatch" and MARKER in op.attributes:
+            found.append(Spec(**json.loads(ir.StringAttr(op.attributes[MARKER]).value)))
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    return found
