@@ -132,10 +132,93 @@ def head_dim(op: ir.Operation) -> int:
     return ir.RankedTensorType(op.operands[0].type).shape[k1_pos]
 
 
+def rows_with_a_key(op: ir.Operation, allowed) -> tuple[ir.Value, list[int]]:
+    """(whether some key of each mask row is ``allowed``, the row dims of the mask's map)."""
+    maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
+    q_dims, k_dims, mask_dims = (dims(maps[i]) for i in (0, 1, 4))
+    (k2,) = [d for d in k_dims if d not in q_dims]
+    mask = op.operands[4]
+    rank = len(mask_dims)
+    row_axes = [i for i, d in enumerate(mask_dims) if d != k2]
+    i1 = ir.IntegerType.get_signless(1)
+    false = dialects.arith.ConstantOp(i1, 0).result
+    rows_init = dialects.linalg.fill(false, outs=[empty([(mask, i) for i in row_axes], i1)])
+
+    def any_key(x: ir.Value, seen: ir.Value) -> ir.Value:
+        return dialects.arith.OrIOp(seen, allowed(x)).result
+
+    has_key = generic(
+        [mask],
+        rows_init,
+        [affine_map(rank, list(range(rank))), affine_map(rank, row_axes)],
+        ["reduction" if d == k2 else "parallel" for d in mask_dims],
+        any_key,
+    )
+    return has_key, [mask_dims[i] for i in row_axes]
+
+
+def keep_rows(value: ir.Value, value_dims: list[int], rows: ir.Value, row_dims: list[int]):
+    """value where its row's flag is set, else 0 (the flags broadcast over the rest)."""
+    value_type = ir.RankedTensorType(value.type)
+    rank = value_type.rank
+    zero = dialects.arith.ConstantOp(value_type.element_type, 0.0).result
+
+    def keep(v: ir.Value, row: ir.Value, _: ir.Value) -> ir.Value:
+        return dialects.arith.SelectOp(row, v, zero).result
+
+    identity = affine_map(rank, list(range(rank)))
+    return generic(
+        [value, rows],
+        empty(axes(value), value_type.element_type),
+        [identity, affine_map(rank, [value_dims.index(d) for d in row_dims]), identity],
+        ["parallel"] * rank,
+        keep,
+    )
+
+
+def operand_dims(op: ir.Operation, index: int) -> list[int]:
+    # a list first: an ArrayAttr read at a negative index reads out of bounds
+    maps = list(op.attributes["indexing_maps"])
+    return dims(ir.AffineMapAttr(maps[index]).value)
+
+
+def zero_empty_rows(op: ir.Operation, out: ir.Value) -> ir.Value:
+    """out -> (some key of the row above -inf ? out : 0), rows read from the mask."""
+
+    def above_minus_inf(x: ir.Value) -> ir.Value:
+        minus_inf = dialects.arith.ConstantOp(x.type, -math.inf).result
+        return dialects.arith.CmpFOp(dialects.arith.CmpFPredicate.UNE, x, minus_inf).result
+
+    rows, row_dims = rows_with_a_key(op, above_minus_inf)
+    return keep_rows(out, operand_dims(op, -1), rows, row_dims)
+
+
+def _add_mask(score: ir.Value, mask: ir.Value, replaces: bool) -> ir.Value:
+    """score + mask in f32, as PyTorch's softmax sees it: a fill that swamps any score in
+    the mask's type (``SWAMPS``) is the logit alone, and with ``replaces`` (``masked_fill``,
+    ``where``) so is -inf, whatever the score (a NaN or inf score there is dropped)."""
+    f32 = ir.F32Type.get()
+    swamps = SWAMPS.get(str(mask.type))
+    bias = to_f32(mask)
+    out = dialects.arith.AddFOp(score, bias).result
+    if swamps is not None:
+        threshold = dialects.arith.ConstantOp(f32, swamps).result
+        swamped = dialects.arith.CmpFOp(dialects.arith.CmpFPredicate.OLE, bias, threshold)
+        out = dialects.arith.SelectOp(swamped.result, bias, out).result
+    if replaces:
+        minus_inf = dialects.arith.ConstantOp(f32, -math.inf).result
+        dropped = dialects.arith.CmpFOp(dialects.arith.CmpFPredicate.OEQ, bias, minus_inf)
+        out = dialects.arith.SelectOp(dropped.result, minus_inf, out).result
+    return out
+
+
 def decompose(op: ir.Operation) -> ir.Value:
     """iree_linalg_ext.attention -> QKᵀ, scale and mask, linalg.softmax, P·V (f32 sums).
 
-    Inserted before ``op``; returns the value that replaces its result.
+    The mask as PyTorch applies it (``_add_mask``), and rows with no key above -inf 0,
+    as ``F.scaled_dot_product_attention`` gives them: exact on its own, it needs none of
+    fusion-guard-masked-rows' adjustments to IREE's op. Inserted before ``op``; returns
+    the value that replaces its result.
     """
     maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
     q, k, v, scale = list(op.operands)[:4]
@@ -185,15 +268,7 @@ def decompose(op: ir.Operation) -> ir.Value:
                 out = inline_region(op, times(out, LOG2E))
                 out = times(out, 1 / LOG2E)
             if mask is not None:
-                bias = to_f32(rest[0])
-                added = dialects.arith.AddFOp(out, bias).result
-                out = added
-                if replaces:  # -inf where the mask is, whatever the score
-                    minus_inf = dialects.arith.ConstantOp(ir.F32Type.get(), -math.inf).result
-                    dropped = dialects.arith.CmpFOp(
-                        dialects.arith.CmpFPredicate.OEQ, bias, minus_inf
-                    ).result
-                    out = dialects.arith.SelectOp(dropped, minus_inf, added).result
+                out = _add_mask(out, rest[0], replaces)
             return out
 
         logits = generic(
@@ -220,6 +295,8 @@ def decompose(op: ir.Operation) -> ir.Value:
                 dialects.arith.AddFOp(acc, dialects.arith.MulFOp(p, to_f32(b)).result).result
             ),
         )
+        if mask is not None:  # a row with no key above -inf: 0, not softmax's 0/0
+            out = zero_empty_rows(op, out)
         if out_type.element_type != ir.F32Type.get():
             init = empty(axes(out), out_type.element_type)
             ident = affine_map(out_type.rank, list(range(out_type.rank)))

@@ -30,8 +30,8 @@ _MODULES: dict[str, str] = {
 # compute iree_linalg_ext.attention wrongly when the head dim (the QK contraction) is
 # above 128; SPIR-V cannot lower it at all.
 _SAFE_HEAD_DIM = "fusion-decompose-attention{above-head-dim=128}"
-# What is left for IREE's attention op (or decomposed) gets PyTorch's answer on rows whose
-# keys are all masked.
+# What is left for IREE's attention op gets PyTorch's answer on rows whose keys are all
+# masked (after the decomposition, which gives it on its own).
 _GUARD = "fusion-guard-masked-rows"
 # With dynamic shapes, tensor.dim ops keep the replaced scores alive until their sizes
 # are read from the operands instead.
@@ -50,22 +50,21 @@ DEFAULT_PIPELINES: dict[str, tuple[str, ...]] = {
     "cpu": (
         *_DETECT,
         *_TILE_AND_FUSE,
-        _GUARD,
         _SAFE_HEAD_DIM,
+        _GUARD,
         "fusion-find-softmax",
         _CPU_SOFTMAX,
     ),
     "cuda": (
         *_DETECT,
         *_TILE_AND_FUSE,
-        _GUARD,
         _SAFE_HEAD_DIM,
+        _GUARD,
         "fusion-find-softmax",
     ),
     "vulkan": (
         "fusion-additive-mask",
         _EMPTY,
-        _GUARD,
         "fusion-decompose-attention",
         "fusion-find-softmax",
     ),
@@ -78,8 +77,8 @@ DEFAULT_PIPELINES: dict[str, tuple[str, ...]] = {
 ONLINE_SOFTMAX_PIPELINE: tuple[str, ...] = (
     *_DETECT,
     "fusion-online-softmax",
-    _GUARD,
     _SAFE_HEAD_DIM,
+    _GUARD,
     "fusion-find-softmax",
 )
 ATTENTION_MODES = ("auto", "iree", "online-softmax")
@@ -101,7 +100,6 @@ VULKAN_KERNEL_PIPELINE: tuple[str, ...] = (
     *_DETECT,
     "fusion-spirv-attention",
     *_TILE_AND_FUSE,
-    _GUARD,
     "fusion-decompose-attention",
     "fusion-find-softmax",
 )
@@ -115,8 +113,8 @@ def kernel_pipeline(arch: str) -> list[str]:
         f"fusion-schedule{{arch={arch}}}",
         f"fusion-kernel-attention{{arch={arch}}}",
         *_TILE_AND_FUSE,
-        _GUARD,
         _SAFE_HEAD_DIM,
+        _GUARD,
         "fusion-find-softmax",
     ]
 

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 
 from fusion_compiler.dialects import linalg_ext
-from fusion_compiler.dialects.builders import affine_map, axes, dims, empty, generic
+from fusion_compiler.dialects.builders import affine_map, axes, empty, generic
 
 from fusion_compiler import remarks
 from fusion_compiler.ir import dialects, ir
@@ -67,67 +67,6 @@ def clamp_finite_fills(mask: ir.Value) -> ir.Value:
     return generic([mask], empty(axes(mask), element), [identity] * 2, ["parallel"] * rank, clamp)
 
 
-def _rows_with_a_key(op: ir.Operation, allowed) -> tuple[ir.Value, list[int]]:
-    """(whether some key of each mask row is ``allowed``, the row dims of the mask's map)."""
-    maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
-    q_dims, k_dims, mask_dims = (dims(maps[i]) for i in (_QUERY, 1, _MASK))
-    (k2,) = [d for d in k_dims if d not in q_dims]
-    mask = op.operands[_MASK]
-    rank = len(mask_dims)
-    row_axes = [i for i, d in enumerate(mask_dims) if d != k2]
-    i1 = ir.IntegerType.get_signless(1)
-    false = dialects.arith.ConstantOp(i1, 0).result
-    rows_init = dialects.linalg.fill(false, outs=[empty([(mask, i) for i in row_axes], i1)])
-
-    def any_key(x: ir.Value, seen: ir.Value) -> ir.Value:
-        return dialects.arith.OrIOp(seen, allowed(x)).result
-
-    has_key = generic(
-        [mask],
-        rows_init,
-        [affine_map(rank, list(range(rank))), affine_map(rank, row_axes)],
-        ["reduction" if d == k2 else "parallel" for d in mask_dims],
-        any_key,
-    )
-    return has_key, [mask_dims[i] for i in row_axes]
-
-
-def _keep_rows(value: ir.Value, value_dims: list[int], rows: ir.Value, row_dims: list[int]):
-    """value where its row's flag is set, else 0 (the flags broadcast over the rest)."""
-    value_type = ir.RankedTensorType(value.type)
-    rank = value_type.rank
-    zero = _constant(value_type.element_type, 0.0)
-
-    def keep(v: ir.Value, row: ir.Value, _: ir.Value) -> ir.Value:
-        return dialects.arith.SelectOp(row, v, zero).result
-
-    identity = affine_map(rank, list(range(rank)))
-    return generic(
-        [value, rows],
-        empty(axes(value), value_type.element_type),
-        [identity, affine_map(rank, [value_dims.index(d) for d in row_dims]), identity],
-        ["parallel"] * rank,
-        keep,
-    )
-
-
-def _operand_dims(op: ir.Operation, index: int) -> list[int]:
-    # a list first: an ArrayAttr read at a negative index reads out of bounds
-    maps = list(op.attributes["indexing_maps"])
-    return dims(ir.AffineMapAttr(maps[index]).value)
-
-
-def zero_empty_rows(op: ir.Operation, out: ir.Value) -> ir.Value:
-    """out -> (some key of the row above -inf ? out : 0), rows read from the mask."""
-
-    def above_minus_inf(x: ir.Value) -> ir.Value:
-        minus_inf = _constant(x.type, -math.inf)
-        return dialects.arith.CmpFOp(dialects.arith.CmpFPredicate.UNE, x, minus_inf).result
-
-    rows, row_dims = _rows_with_a_key(op, above_minus_inf)
-    return _keep_rows(out, _operand_dims(op, -1), rows, row_dims)
-
-
 def zero_swamped_queries(op: ir.Operation, threshold: float) -> ir.Value:
     """q -> (some key of the row above ``threshold`` ? q : 0): the score drops out of
     rows that PyTorch's sum in the mask's type reduces to the fill."""
@@ -136,9 +75,9 @@ def zero_swamped_queries(op: ir.Operation, threshold: float) -> ir.Value:
         floor = _constant(x.type, threshold)
         return dialects.arith.CmpFOp(dialects.arith.CmpFPredicate.UGT, x, floor).result
 
-    rows, row_dims = _rows_with_a_key(op, above_threshold)
+    rows, row_dims = linalg_ext.rows_with_a_key(op, above_threshold)
     query = op.operands[_QUERY]
-    return _keep_rows(query, _operand_dims(op, _QUERY), rows, row_dims)
+    return linalg_ext.keep_rows(query, linalg_ext.operand_dims(op, _QUERY), rows, row_dims)
 
 
 def guard_masked_rows(op: ir.Operation) -> None:
@@ -155,7 +94,7 @@ def guard_masked_rows(op: ir.Operation) -> None:
     # operand, the tensor.dim of dynamic sizes) stay on it
     users = [use.owner for use in result.uses]
     with ir.InsertionPoint.after(op), op.location:
-        guarded = zero_empty_rows(op, result)
+        guarded = linalg_ext.zero_empty_rows(op, result)
     for user in users:
         for i, operand in enumerate(user.operands):
             if operand == result:

@@ -397,6 +397,25 @@ FOUND = [
         attention="iree",
         seed=472,
     ),
+    # A padding mask applied by where(keep, s, finfo.min), inf keys past the length, head
+    # dim 256 decomposed on the CPU: every output non-finite where PyTorch's where drops
+    # the inf score (fixed: the decomposition takes a swamping fill alone and runs before
+    # fusion-guard-masked-rows, whose clamp of the fill is for IREE's op).
+    Case(
+        heads=1,
+        kv_heads=1,
+        nq=7,
+        nk=13,
+        head_dim=256,
+        scale="none",
+        mask="padding",
+        fill="finfo.min",
+        apply="where",
+        dynamic="separate",
+        other_lengths=(7, 2),
+        poison="inf",
+        attention="iree",
+    ),
 ]
 
 

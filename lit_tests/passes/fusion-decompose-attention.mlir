@@ -5,8 +5,9 @@
 // RUN:   --pass-pipeline='builtin.module(fusion-decompose-attention)' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=ALL
 
-// Head dim 160 with a mask, f16 in and out: QKᵀ and P·V sum in f32, softmax in f32,
-// one truncation at the end.
+// Head dim 160 with a mask, f16 in and out: QKᵀ and P·V sum in f32, softmax in f32, a
+// fill that swamps any f32 score (finfo(f32).min) taken alone as PyTorch's sum gives
+// it, rows with no key above -inf set to 0, one truncation at the end.
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
 #k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
 #v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
@@ -35,14 +36,26 @@ func.func @wide(%q: tensor<4x10x160xf16>, %k: tensor<4x12x160xf16>, %v: tensor<4
 // CHECK: arith.extf
 // CHECK: %[[L:.+]] = linalg.generic
 // CHECK-SAME: ins(%[[S]], %[[MASK]] : tensor<4x10x12xf32>, tensor<4x10x12xf32>)
-// CHECK: arith.mulf
-// CHECK: arith.addf
+// CHECK: ^bb0(%[[SCORE:.+]]: f32, %[[BIAS:.+]]: f32, %{{.+}}: f32):
+// CHECK: %[[SCALED:.+]] = arith.mulf %[[SCORE]]
+// CHECK: %[[SUM:.+]] = arith.addf %[[SCALED]], %[[BIAS]]
+// CHECK: %[[SWAMPS:.+]] = arith.constant -1.70141173E+38 : f32
+// CHECK: %[[SWAMPED:.+]] = arith.cmpf ole, %[[BIAS]], %[[SWAMPS]]
+// CHECK: arith.select %[[SWAMPED]], %[[BIAS]], %[[SUM]]
 // CHECK: %[[P:.+]] = linalg.softmax dimension(2) ins(%[[L]] : tensor<4x10x12xf32>)
 // CHECK: %[[O:.+]] = linalg.generic
 // CHECK-SAME: iterator_types = ["parallel", "parallel", "parallel", "reduction"]
 // CHECK-SAME: ins(%[[P]], %[[V]] : tensor<4x10x12xf32>, tensor<4x12x64xf16>)
+// CHECK: %[[ROWS:.+]] = linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK-SAME: ins(%[[MASK]] : tensor<4x10x12xf32>) outs(%{{.+}} : tensor<4x10xi1>)
+// CHECK: arith.cmpf une
+// CHECK: arith.ori
+// CHECK: %[[KEPT:.+]] = linalg.generic
+// CHECK-SAME: ins(%[[O]], %[[ROWS]] : tensor<4x10x64xf32>, tensor<4x10xi1>)
+// CHECK: arith.select
 // CHECK: %[[T:.+]] = linalg.generic
-// CHECK-SAME: ins(%[[O]] : tensor<4x10x64xf32>)
+// CHECK-SAME: ins(%[[KEPT]] : tensor<4x10x64xf32>)
 // CHECK: arith.truncf
 // CHECK: return %[[T]] : tensor<4x10x64xf16>
 // CHECK-NOT: iree_linalg_ext.attention
