@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import functools
-import os
 import re
 import sys
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fusion_compiler import frontend, passes, signature
+from fusion_compiler import frontend, inputs, passes, signature
 from fusion_compiler.backends import dispatch
 from fusion_compiler.compiler import CompilerSession
 from fusion_compiler.dialects import linalg_ext, softmax
@@ -59,35 +57,6 @@ class CompiledModule:
         return path
 
 
-def check_output_file(path: str | Path) -> Path:
-    """``path`` as a Path when a file can be written there; OutputPathError (what is in
-    the way, and what to do) otherwise, so a CLI fails before it compiles."""
-    path = Path(path)
-    folder = path.parent
-    if path.is_dir():
-        raise OutputPathError(path, "it is a folder", "give the name of a file to write")
-    if folder.exists() and not folder.is_dir():
-        raise OutputPathError(path, f"{folder} is a file, not a folder", "write elsewhere")
-    if not folder.is_dir():
-        raise OutputPathError(path, f"folder {folder} does not exist", "create it first")
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise OutputPathError(path, "permission denied", "write to a folder you can write in")
-    return path
-
-
-def _make_folder(folder: Path, what: str) -> None:
-    """Creates ``folder`` (and its parents); OutputPathError when it cannot be made or written."""
-    if folder.exists() and not folder.is_dir():
-        raise OutputPathError(folder, "it is a file", f"give {what} a folder (made if missing)")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        problem = exc.strerror or str(exc)
-        raise OutputPathError(folder, problem, f"give {what} a folder you can write in") from None
-    if not os.access(folder, os.W_OK):
-        raise OutputPathError(folder, "permission denied", f"give {what} a folder you can write in")
-
-
 class IRDumper:
     """Writes the IR after each stage and pass as ``NN-name.mlir``, numbered in order.
 
@@ -104,7 +73,7 @@ class IRDumper:
         self.count = 0
         if self.directory is None:
             return
-        _make_folder(self.directory, "dump_ir (--dump-ir)")
+        inputs.make_folder(self.directory, "dump_ir (--dump-ir)")
         manifest = self.directory / self.MANIFEST
         listed = manifest.read_text().splitlines() if manifest.is_file() else []
         ours = {name for name in listed if self._DUMP.fullmatch(name)}
@@ -182,9 +151,9 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     session = CompilerSession(tgt, reproducer_dir=dump_ir)
     if pipeline:  # before the front end's minutes: a typo fails now
         check_pipeline(pipeline, session.context)
-    if isinstance(model, Path) or (isinstance(model, str) and _names_a_file(model)):
+    if isinstance(model, Path) or (isinstance(model, str) and inputs.names_a_file(model)):
         model = Path(model)
-        problem = input_file_problem(model)
+        problem = inputs.input_file_problem(model)
         if problem:
             raise InputFileError(model, *problem)
     dumper = IRDumper(dump_ir)
@@ -247,91 +216,6 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     result.vmfb = session.to_vmfb(op)
     result.stage = Stage.VMFB
     return result
-
-
-def _names_a_file(text: str) -> bool:
-    """MLIR text never names an existing file or folder (``os.path`` takes any text)."""
-    return "\n" not in text and os.path.exists(text)
-
-
-_EXPECTED = "expected a .pt2 saved by torch.export.save, or MLIR text (.mlir)"
-_SAVE = "torch.export.save(torch.export.export(model, args), 'model.pt2')"
-_EXPORT = "export the model: " + _SAVE
-# What a file given as input is, when it is not what we take: (what it is, what to do),
-# formatted with the file's ``path`` and ``stem``.
-_NOT_TAKEN = {
-    "folder": ("is a folder", "give the file inside it"),
-    "onnx": ("is an ONNX model", "export the PyTorch model instead: " + _SAVE),
-    "torch.save": ("is a torch.save file (tensors or a pickled module, not a program)", _EXPORT),
-    "pickle": ("is a Python pickle, not an exported program", _EXPORT),
-    "zip": ("is a zip archive that torch.export.save did not write", _EXPORT),
-    "not zip": ("is not a torch.export archive (not a zip file)", _EXPORT),
-    "pt2 name": ("is a torch.export archive without the .pt2 suffix", "rename it {stem}.pt2"),
-    "pt2": (
-        "is a torch.export archive, not MLIR text",
-        "import it first: fusion-compile {path} --compile-to torch -o {stem}.mlir",
-    ),
-    "bytecode": (
-        "is MLIR bytecode, not MLIR text",
-        "print it as text: iree-opt {path} -o {stem}.mlir",
-    ),
-}
-
-
-def input_file_problem(path: Path, *, mlir_only: bool = False) -> tuple[str, str] | None:
-    """(what ``path`` is, what to do) when it is neither a .pt2 of torch.export.save nor
-    UTF-8 text; None when it is. ``mlir_only``: MLIR text alone is taken (fusion-opt)."""
-    expected = "expected MLIR text" if mlir_only else _EXPECTED
-    if path.is_dir():
-        kind = "folder"
-    elif not path.exists():
-        return None  # the front end says so
-    else:
-        try:
-            with path.open("rb") as f:
-                head = f.read(4)
-            kind = _binary_kind(path, head, mlir_only)
-            if kind is None and (mlir_only or path.suffix != ".pt2"):
-                return text_problem(path.read_bytes())
-        except (OSError, zipfile.BadZipFile) as exc:
-            problem = getattr(exc, "strerror", None) or str(exc)
-            return f"cannot be read ({problem})", "check the path and its permissions"
-    if kind is None:
-        return None
-    what, todo = _NOT_TAKEN[kind]
-    return what, f"{expected}: " + todo.format(path=path, stem=path.with_suffix(""))
-
-
-def _binary_kind(path: Path, head: bytes, mlir_only: bool) -> str | None:
-    """The key in _NOT_TAKEN of a file by its first bytes (and a zip's entry names)."""
-    if head in (b"PK\x03\x04", b"PK\x05\x06"):
-        names = [n.rpartition("/")[2] for n in zipfile.ZipFile(path).namelist()]
-        if "archive_format" not in names:
-            return "torch.save" if "data.pkl" in names else "zip"
-        if mlir_only:
-            return "pt2"
-        return None if path.suffix == ".pt2" else "pt2 name"
-    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
-        return "pickle"
-    if head == b"ML\xefR":
-        return "bytecode"
-    if path.suffix == ".onnx":
-        return "onnx"
-    return "not zip" if path.suffix == ".pt2" and not mlir_only else None
-
-
-def text_problem(data: bytes) -> tuple[str, str] | None:
-    """(what is wrong, what to do) when ``data`` is not UTF-8 text; None when it is."""
-    try:
-        data.decode()
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        return (
-            f"is not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}, column {column}",
-            "MLIR text is UTF-8: save the file as UTF-8",
-        )
-    return None
 
 
 def _asm(op: ir.Operation) -> str:

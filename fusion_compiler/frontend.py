@@ -27,14 +27,12 @@ from torch import nn
 from torch.export.graph_signature import ConstantArgument, OutputKind
 from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
-from fusion_compiler import decompositions, diagnostics, signature
+from fusion_compiler import decompositions, diagnostics, inputs, signature
 from fusion_compiler.errors import (
     DamagedFileError,
-    Diagnostic,
     ExampleInputError,
     FusionCompilerError,
     InputFileError,
-    MLIRParseError,
     TrainingModeError,
     UnsupportedOpError,
 )
@@ -468,7 +466,7 @@ def import_model(
     decomposed. The program's dynamic dims, and how they relate, go with the module
     (``signature.DIMS_KEY``) for the runtime to check calls against."""
     if not isinstance(source, torch.export.ExportedProgram):
-        module = parse(source, context, filename)
+        module = inputs.parse(source, context, filename)
         return module, _stage_of(module)
     decompose: frozenset = frozenset()
     with TORCH_LOCK:
@@ -706,47 +704,6 @@ def _torch_operators(module: ir.Operation) -> list[tuple[str, str]]:
         if op.name == "torch.operator":
             name = ir.StringAttr(op.attributes["name"]).value
             found.append((name, diagnostics.render_location(op.location)))
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit)
-    return found
-
-
-def parse(text: str, context: ir.Context, filename: str = "<input>") -> ir.Module:
-    """Parses and verifies MLIR text; malformed text raises MLIRParseError with line:col.
-
-    IREE's context takes ops of dialects it does not know (verified as opaque), which no
-    pass can lower and IREE's compiler crashes on (segfaults): they are refused here."""
-    try:
-        module = ir.Module.parse(text, context)
-    except ir.MLIRError as exc:
-        raise MLIRParseError(diagnostics.errors_of(exc, filename)) from None
-    unknown = _unregistered_ops(module.operation, filename)
-    if unknown:
-        raise MLIRParseError(unknown)
-    with diagnostics.collect(context, filename) as seen:
-        valid = module.operation.verify()
-    if not valid or any(d.severity == "error" for d in seen):
-        raise MLIRParseError([d for d in seen if d.severity in ("error", "note")])
-    return module
-
-
-def _unregistered_ops(module: ir.Operation, filename: str) -> list[Diagnostic]:
-    """An error for each op that no dialect in the context defines."""
-    context = module.context
-    found: list[Diagnostic] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if not context.is_registered_operation(op.name):
-            found.append(
-                Diagnostic(
-                    "error",
-                    diagnostics.render_location(op.location, filename),
-                    f"unregistered operation '{op.name}': no dialect of the compiler defines "
-                    "it, so nothing can lower it; write it with ops of func, arith, math, "
-                    "tensor, linalg or torch",
-                )
-            )
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)

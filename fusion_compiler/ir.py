@@ -2,7 +2,9 @@
 
 Nothing else in fusion_compiler imports ``iree.compiler`` directly, so a change of
 IREE's Python layout is mended here alone. The runtime side (``fusion_compiler.runtime``)
-never imports this module: deploy-only machines have no compiler.
+never imports this module: deploy-only machines have no compiler. The FX importer, which
+imports torch (about 2 s), is imported when first read: ``fusion-opt`` and the passes on
+MLIR text need no torch.
 """
 
 from __future__ import annotations
@@ -13,10 +15,8 @@ from iree.compiler import dialects, ir, passmanager, rewrite
 from iree.compiler.api import Output, Session
 from iree.compiler.api import ctypes_dl as _capi
 from iree.compiler.dialects import arith, linalg, math, scf, tensor  # noqa: F401
-from iree.compiler.extras.fx_importer import FxImporter
 
 __all__ = [
-    "FxImporter",
     "Output",
     "Session",
     "dialects",
@@ -29,6 +29,15 @@ __all__ = [
     "set_compile_phases",
     "set_global_flags",
 ]
+
+
+def __getattr__(name: str):
+    if name == "FxImporter":
+        from iree.compiler.extras.fx_importer import FxImporter
+
+        return FxImporter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # The compiler's C API can resume and stop at a named phase (iree-compile's
 # --compile-from/--compile-to), but iree.compiler.api does not wrap these two calls.

@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +9,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 BIN = Path(sys.executable).parent
+# The tests build their kernels into a cache of their own, never the user's (the tools
+# they start inherit it); a test that needs an empty cache sets its own.
+os.environ.setdefault("FUSION_COMPILER_CACHE", str(ROOT / "build" / "test-cache"))
 
 
 def rel_error(got: torch.Tensor, want: torch.Tensor) -> float:

@@ -4,14 +4,15 @@ traceback; the API raises a FusionCompilerError subclass for the same input."""
 import os
 import pickle
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import BIN, tool
+from conftest import BIN, ROOT, tool
 
 import fusion_compiler as fc
-from fusion_compiler import driver
+from fusion_compiler import inputs
 from fusion_compiler.errors import (
     EmptyModuleError,
     InputFileError,
@@ -97,7 +98,7 @@ def test_output_into_unwritable_folder_fails_before_compiling(
     assert str(output) in err and "permission denied" in err
     assert not output.exists()
     with pytest.raises(OutputPathError) as info:
-        driver.check_output_file(output)
+        inputs.check_output_file(output)
     assert info.value.path == str(output)
 
 
@@ -323,3 +324,32 @@ def test_help_and_list_passes() -> None:
     assert "--cuda-arch" in tool("fusion-compile", "--help").stdout
     listed = tool("fusion-opt", "--list-passes").stdout
     assert "fusion-detect-attention:" in listed and "fusion-online-softmax:" in listed
+
+
+_NO_TORCH = """
+import sys
+import importlib.abc
+
+class NoTorch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("no torch here")
+        return None
+
+sys.meta_path.insert(0, NoTorch())
+from fusion_compiler.tools import opt
+sys.exit(opt.main(sys.argv[1:]))
+"""
+
+
+def test_fusion_opt_needs_no_torch() -> None:
+    """fusion-opt reads, rewrites and prints MLIR text without importing torch."""
+    source = ROOT / "lit_tests" / "passes" / "fusion-detect-attention" / "scale.mlir"
+    pipeline = "--pass-pipeline=builtin.module(fusion-detect-attention)"
+    result = subprocess.run(
+        [sys.executable, "-c", _NO_TORCH, str(source), pipeline],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "iree_linalg_ext.attention" in result.stdout

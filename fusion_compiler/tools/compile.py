@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from fusion_compiler.driver import check_output_file
 from fusion_compiler.driver import compile as compile_model
 from fusion_compiler.errors import FusionCompilerError
+from fusion_compiler.inputs import check_output_file
 from fusion_compiler.stages import Stage
 from fusion_compiler.targets import CUDA_ARCHS
 from fusion_compiler.tools.cli import entry_point, write_output

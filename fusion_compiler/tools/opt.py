@@ -7,9 +7,8 @@ import re
 import sys
 from pathlib import Path
 
-from fusion_compiler import diagnostics, frontend, passes
+from fusion_compiler import diagnostics, inputs, passes
 from fusion_compiler.compiler import new_session
-from fusion_compiler.driver import check_output_file, input_file_problem, text_problem
 from fusion_compiler.errors import (
     CompileError,
     Diagnostic,
@@ -17,6 +16,7 @@ from fusion_compiler.errors import (
     InputFileError,
     MLIRParseError,
 )
+from fusion_compiler.inputs import check_output_file, input_file_problem, text_problem
 from fusion_compiler.pipeline import check_pipeline, run_pipeline
 from fusion_compiler.tools import verify
 from fusion_compiler.tools.cli import entry_point, write_output
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     for chunk in _chunks(text, args.split_input_file):
         seen: list[Diagnostic] = []
         try:
-            module = frontend.parse(chunk, context, filename)
+            module = inputs.parse(chunk, context, filename)
             if args.pass_pipeline:
                 seen += run_pipeline(
                     module.operation,
