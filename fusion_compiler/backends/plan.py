@@ -2,8 +2,8 @@
 
 The kernel is specialised from the op: element types, sizes, K layout, the causal
 offset proven from the mask's producers (the mask is then dropped), any other mask
-computed in the kernel or read, the scale and the score region (translated to a Triton
-expression). Q, K, V and the output are read and written in place through strided views
+computed in the kernel or read, the scale and the score region (printed in the target's
+kernel language). Q, K, V and the output are read and written in place through strided views
 that look through head splits, transposes and GQA broadcasts, so those copies are never
 made.
 """
@@ -21,6 +21,7 @@ from fusion_compiler.backends.triton.spec import (
     contiguous,
     contiguous_strides,
 )
+from fusion_compiler.backends.vulkan import glsl
 from fusion_compiler.dialects import causal, linalg, linalg_ext
 from fusion_compiler.dialects.builders import dims
 from fusion_compiler.dialects.linalg_ext import LOG2E, Layout
@@ -29,9 +30,13 @@ from fusion_compiler.ir import ir
 _ELEMENTS = {"f16": "f16", "bf16": "bf16", "f32": "f32"}
 
 
-def score_expression(op: ir.Operation) -> str:
-    """The op's score region as a Triton expression of ``x``; ValueError naming what is not."""
-    return kernel_mask.region_expression(op.regions[0].blocks[0], "x")
+def score_expression(op: ir.Operation, target: str = "cuda") -> str:
+    """The op's score region as an expression of ``x`` in the target's kernel language
+    (Triton, GLSL); ValueError naming what has none."""
+    region = op.regions[0].blocks[0]
+    if target == "vulkan":
+        return glsl.region_expression(region)
+    return kernel_mask.region_expression(region)
 
 
 def _element(value: ir.Value) -> str | None:
@@ -257,7 +262,7 @@ def plan_kernel(
     if not isinstance(scale_value, float):
         return "the scale is not a constant"
     try:
-        score = score_expression(op)
+        score = score_expression(op, target)
     except ValueError as why:
         return str(why)
     batch, n_q, d = _shape(q)

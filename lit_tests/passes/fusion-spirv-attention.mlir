@@ -75,7 +75,7 @@ func.func @wide(%q: tensor<2x16x512xf32>, %k: tensor<2x16x512xf32>, %v: tensor<2
   return %o : tensor<2x16x512xf32>
 }
 // CHECK-LABEL: func.func @softcap(
-// CHECK: flow.dispatch @fusion_spirv_attention_0::@main({{.*}}tl.sigmoid
+// CHECK: flow.dispatch @fusion_spirv_attention_0::@main({{.*}}\22score\22: \22(2.0 * tl_sigmoid(2.0 * x) - 1.0)\22
 // CHECK-LABEL: func.func @wide(
 // CHECK: iree_linalg_ext.attention
 

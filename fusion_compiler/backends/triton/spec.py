@@ -84,7 +84,7 @@ class Spec:
     views: tuple[View, ...]  # Q, K, V, mask, output: (SB, SH, H, SR, SC), see the template
     causal_offset: int | None
     qk_scale: float  # scale · log2(e)
-    score: str  # Triton expression of ``x``: the score region in base 2
+    score: str  # the score region: an expression of ``x`` in the target's language, base 2
     block_m: int
     block_n: int
     num_warps: int

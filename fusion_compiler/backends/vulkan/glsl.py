@@ -3,16 +3,17 @@
 The GLSL template (next to this file) takes the same Spec as the CUDA kernel, with
 target "vulkan": element types (f16, bf16 or f32), sizes (sequence lengths static, or read
 from a sizes binding), head dims, the strided views of Q, K, V, a read mask and the
-output, the causal offset, the GQA ratio and the score region (its Triton expression
-translated to GLSL). ``glslangValidator`` (Debian/Ubuntu: ``glslang-tools``; the Vulkan SDK)
-compiles it to SPIR-V on the compiling machine; binaries are cached by content hash
-like the CUDA kernels.
+output, the causal offset, the GQA ratio and the score region (its expression tree
+printed as GLSL by ``region_expression``). ``glslangValidator`` (Debian/Ubuntu:
+``glslang-tools``; the Vulkan SDK) compiles it to SPIR-V on the compiling machine;
+binaries are cached by content hash like the CUDA kernels.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -23,7 +24,10 @@ from string import Template
 
 from fusion_compiler.backends.cache import cache_entry
 from fusion_compiler.backends.triton.spec import Kernel, Spec, View
+from fusion_compiler.dialects import expr
+from fusion_compiler.dialects.expr import Arg, Const, Expr, Op, Unsupported
 from fusion_compiler.errors import FusionCompilerError
+from fusion_compiler.ir import ir
 
 TEMPLATE = Path(__file__).with_name("attention.comp")
 # a dynamic spec reads (n_q, n_k) from a binding before the output's
@@ -45,21 +49,6 @@ _TO_OUT = {
         "}"
     ),
 }
-# The score region's Triton expression in GLSL: its functions become the tl_* helpers
-# of the template; beyond them only x, numbers, operators and comparisons.
-_SCORE_FUNCTIONS = (
-    "abs",
-    "exp",
-    "exp2",
-    "log",
-    "log2",
-    "sqrt",
-    "sigmoid",
-    "maximum",
-    "minimum",
-    "where",
-)
-_SCORE_TOKENS = re.compile(r"tl_[a-z0-9]+|x|[0-9.eE]+|[-+*/(),<>=! ]+")
 _LENGTHS = re.compile(r"[0-9n_qk* ]+")  # a stride expression of n_q and n_k
 _MAX_ELEMENTS = 2**32  # offsets are 32-bit
 
@@ -83,8 +72,6 @@ def unsupported(spec: Spec, sizes: list[list[int]]) -> str | None:
         return f"{spec.out_dtype or spec.dtype} (the Vulkan kernel takes f16, bf16 and f32)"
     if spec.mask_dtype is not None and spec.mask_dtype not in _GLSL_TYPES:
         return f"a {spec.mask_dtype} mask (the Vulkan kernel takes f16, bf16 and f32)"
-    if glsl_score(spec.score) is None:
-        return f"the score region {spec.score!r} has no GLSL translation here"
     if any(isinstance(s, str) and not _LENGTHS.fullmatch(s) for v in spec.views for s in v):
         return "a dynamic stride other than a product of sequence lengths"
     if max(spec.d, spec.dv) > 256:
@@ -100,16 +87,70 @@ def unsupported(spec: Spec, sizes: list[list[int]]) -> str | None:
     return None
 
 
-def glsl_score(score: str) -> str | None:
-    """The score region (a Triton expression of ``x``) as GLSL, None where it uses
-    something the template's helpers do not cover (a cast, a load)."""
-    text = score.replace("tl.math.", "tl_").replace("tl.", "tl_")
-    functions = re.findall(r"tl_([a-z0-9]+)", text)
-    if any(f not in _SCORE_FUNCTIONS for f in functions):
-        return None
-    if "".join(_SCORE_TOKENS.findall(text)) != text:
-        return None
-    return text
+# The score region's tree as GLSL (the score is a float; ops with MLIR's semantics:
+# unordered compares as the negation of the ordered complement, NaN through maximumf).
+_SYMBOLS = {"arith.addf": "+", "arith.subf": "-", "arith.mulf": "*", "arith.divf": "/"}
+_FUNCTIONS = {
+    "math.absf": "tl_abs({})",
+    "math.exp": "tl_exp({})",
+    "math.exp2": "tl_exp2({})",
+    "math.log": "tl_log({})",
+    "math.log2": "tl_log2({})",
+    "math.sqrt": "tl_sqrt({})",
+    "arith.negf": "(-{})",
+    "math.tanh": "(2.0 * tl_sigmoid(2.0 * {}) - 1.0)",
+    "arith.maximumf": "((isnan({0}) || isnan({1})) ? {0} + {1} : max({0}, {1}))",
+    "arith.minimumf": "((isnan({0}) || isnan({1})) ? {0} + {1} : min({0}, {1}))",
+    "arith.maxnumf": "(isnan({0}) ? {1} : (isnan({1}) ? {0} : max({0}, {1})))",
+    "arith.minnumf": "(isnan({0}) ? {1} : (isnan({1}) ? {0} : min({0}, {1})))",
+    "arith.select": "({} ? {} : {})",
+}
+_RELATIONS = {"oeq": "==", "ogt": ">", "oge": ">=", "olt": "<", "ole": "<="}
+_COMPLEMENT = {"ueq": "one", "ugt": "ole", "uge": "olt", "ult": "oge", "ule": "ogt", "une": "oeq"}
+_FLOAT_BITS = {math.inf: "0x7f800000u", -math.inf: "0xff800000u"}
+
+
+def _glsl(e: Expr) -> str:
+    if isinstance(e, Arg):
+        return "x"
+    if isinstance(e, Const) and isinstance(e.value, float):
+        if math.isnan(e.value):
+            return "uintBitsToFloat(0x7fc00000u)"
+        if math.isinf(e.value):
+            return f"uintBitsToFloat({_FLOAT_BITS[e.value]})"
+        return repr(e.value)
+    if not isinstance(e, Op):
+        raise Unsupported(f"{type(e).__name__.lower()} {e} in the score region")
+    args = [_glsl(o) for o in e.operands]
+    if e.name in _SYMBOLS:
+        return f"({args[0]} {_SYMBOLS[e.name]} {args[1]})"
+    if e.name in _FUNCTIONS:
+        return _FUNCTIONS[e.name].format(*args)
+    if e.name == "arith.cmpf":
+        return _cmpf(e.predicate or "", *args)
+    raise Unsupported(f"{e.name} has no GLSL translation")
+
+
+def _cmpf(predicate: str, a: str, b: str) -> str:
+    if predicate in _COMPLEMENT:
+        return f"(!{_cmpf(_COMPLEMENT[predicate], a, b)})"
+    if predicate == "one":
+        return f"({a} < {b} || {a} > {b})"
+    if predicate in ("ord", "uno"):
+        either = f"(isnan({a}) || isnan({b}))"
+        return either if predicate == "uno" else f"(!{either})"
+    if predicate not in _RELATIONS:
+        raise Unsupported(f"cmpf {predicate}")
+    return f"({a} {_RELATIONS[predicate]} {b})"
+
+
+def region_expression(block: ir.Block) -> str:
+    """The attention's score region as a GLSL expression of ``x``; ValueError naming
+    what has no translation."""
+    try:
+        return _glsl(expr.of_region(block))
+    except Unsupported as why:
+        raise ValueError(f"score region: {why}") from None
 
 
 def _uint(stride) -> str:
@@ -151,7 +192,7 @@ def source_of(spec: Spec) -> str:
         HAS_MASK="true" if spec.mask_dtype is not None else "false",
         MASK_REPLACES="true" if spec.mask_replaces else "false",
         QK_SCALE=repr(spec.qk_scale),
-        SCORE=glsl_score(spec.score),
+        SCORE=spec.score,
         Q_VIEW=_view(q_view),
         K_VIEW=_view(k_view),
         V_VIEW=_view(v_view),

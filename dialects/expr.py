@@ -1,0 +1,533 @@
+"""One expression IR for what a mask's producers or a score region compute.
+
+An attention's additive mask is computed by fills, elementwise generics (iota compares,
+selects of -inf, ALiBi's slope x distance, casts), reshapes and broadcasts of small
+tensors; its score region by a one-argument block. ``of_tensor`` and ``of_region`` read
+that Linalg once into a tree of ``Expr`` over the coordinates of the value (``Index``),
+the region's argument (``Arg``), constants and reads of the tensors at the leaves
+(``Load``). The operations keep their MLIR names and MLIR's semantics (``arith.cmpi ult``
+is unsigned, ``arith.cmpf ult`` is unordered, ``arith.maximumf`` propagates NaN), and
+constants are folded with those semantics in the value's own type (``evaluate``).
+The causality proof reads the tree; each backend prints it (Triton, GLSL).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from fusion_compiler.dialects import linalg
+
+from fusion_compiler.ir import ir
+
+
+@dataclass(frozen=True)
+class Index:
+    """The coordinate ``dim`` of the value the tree computes (an ``index``)."""
+
+    dim: int
+    type: str = "index"
+
+
+@dataclass(frozen=True)
+class Arg:
+    """The region's argument (the score)."""
+
+    type: str
+
+
+@dataclass(frozen=True)
+class Const:
+    value: float | int | bool
+    type: str
+
+
+@dataclass(frozen=True)
+class Load:
+    """Element ``coords`` of the tensor ``inputs[slot]``, of static or dynamic ``shape``."""
+
+    slot: int
+    coords: tuple[Expr, ...]
+    type: str
+    shape: tuple[int, ...]  # -1: dynamic
+
+
+@dataclass(frozen=True)
+class Op:
+    """An arith or math op on ``operands``; ``predicate`` for cmpi/cmpf (``"ult"``...)."""
+
+    name: str
+    operands: tuple[Expr, ...]
+    type: str
+    predicate: str | None = None
+
+
+Expr = Index | Arg | Const | Load | Op
+
+
+class Unsupported(Exception):
+    """What the tree cannot express: the reason, for a remark."""
+
+
+@dataclass
+class Tree:
+    expr: Expr
+    inputs: list[ir.Value] = field(default_factory=list)  # Load slots -> tensors
+
+
+# cmpi/cmpf predicate attribute values -> names (MLIR's arith enums)
+CMPI = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
+CMPF = (
+    "false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord",
+    "ueq", "ugt", "uge", "ult", "ule", "une", "uno", "true",
+)  # fmt: skip
+UNARY = ("arith.negf", "math.absf", "math.exp", "math.exp2", "math.log", "math.log2",
+         "math.sqrt", "math.tanh")  # fmt: skip
+BINARY = (
+    "arith.addf", "arith.subf", "arith.mulf", "arith.divf",
+    "arith.addi", "arith.subi", "arith.muli",
+    "arith.andi", "arith.ori", "arith.xori",
+    "arith.maximumf", "arith.minimumf", "arith.maxnumf", "arith.minnumf",
+    "arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui",
+)  # fmt: skip
+CASTS = (
+    "arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi",
+    "arith.fptoui", "arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast",
+    "arith.index_castui",
+)  # fmt: skip
+# what a payload may hold; the coordinates of reshapes also divide and take remainders
+# (``arith.divui``, ``arith.remui``) of indices, which are never negative
+OPS = frozenset((*UNARY, *BINARY, *CASTS, "arith.cmpi", "arith.cmpf", "arith.select"))
+
+
+def width(type_: str) -> int:
+    """Bits of an integer type (``index`` is 64 bits, as on every target here)."""
+    return 64 if type_ == "index" else int(type_[1:])
+
+
+def is_float(type_: str) -> bool:
+    return type_ in ("f16", "bf16", "f32", "f64")
+
+
+# ---- building the tree from Linalg
+
+
+def _element(value: ir.Value) -> str:
+    return str(ir.ShapedType(value.type).element_type)
+
+
+def _shape(value: ir.Value) -> tuple[int, ...]:
+    shape = ir.ShapedType(value.type).shape
+    return tuple(-1 if ir.ShapedType.is_dynamic_size(n) else n for n in shape)
+
+
+class _Builder:
+    def __init__(self, max_depth: int = 24, opaque: bool = False):
+        self.inputs: list[ir.Value] = []
+        self.max_depth = max_depth
+        self.opaque = opaque  # what cannot be followed becomes a Load, not an error
+
+    def tensor(self, value: ir.Value, coords: Sequence[Expr], depth: int = 0) -> Expr:
+        if not self.opaque:
+            return self.follow(value, coords, depth)
+        try:
+            return self.follow(value, coords, depth)
+        except Unsupported:
+            return self.load(value, coords)
+
+    def follow(self, value: ir.Value, coords: Sequence[Expr], depth: int) -> Expr:
+        if depth > self.max_depth:
+            raise Unsupported("the mask's producers are too deep")
+        constant = _splat(value)
+        if constant is not None:
+            return const(constant, _element(value))
+        op = linalg.producer(value)
+        if op is None or op.name == "arith.constant":
+            return self.load(value, coords)
+        if op.name == "linalg.fill":
+            scalar = linalg.constant_value(op.operands[0])
+            if scalar is None:
+                raise Unsupported("a fill with a value that is not a constant")
+            return const(scalar, _element(value))
+        if op.name == "tensor.collapse_shape":
+            return self.tensor(op.operands[0], _collapsed(op, coords), depth + 1)
+        if op.name == "tensor.expand_shape":
+            return self.tensor(op.operands[0], _expanded(op, coords), depth + 1)
+        if op.name == "linalg.generic":
+            return self.generic(op, coords, depth)
+        return self.load(value, coords)
+
+    def load(self, value: ir.Value, coords: Sequence[Expr]) -> Load:
+        self.inputs.append(value)
+        return Load(len(self.inputs) - 1, tuple(coords), _element(value), _shape(value))
+
+    def generic(self, op: ir.Operation, coords: Sequence[Expr], depth: int) -> Expr:
+        maps = linalg.indexing_maps(op)
+        n_inputs = linalg.num_inputs(op)
+        if len(op.results) != 1 or maps[-1] != ir.AffineMap.get_identity(
+            len(coords), context=op.context
+        ):
+            raise Unsupported("a producer generic without an identity output")
+        if linalg.reduction_dims(op):
+            raise Unsupported("a reduction among the mask's producers")
+        block = op.regions[0].blocks[0]
+        if list(block.arguments[n_inputs].uses):
+            raise Unsupported("a producer that reads its output")
+        names: dict[ir.Value, Expr | Callable[[], Expr]] = {}
+        for i in range(n_inputs):  # built where the payload reads them: no unused leaves
+
+            def read(i: int = i) -> Expr:
+                sub = [_map_result(e, coords) for e in maps[i].results]
+                return self.tensor(op.operands[i], sub, depth + 1)
+
+            names[block.arguments[i]] = read
+        return _block(block, names, coords)
+
+
+def _splat(value: ir.Value) -> float | int | bool | None:
+    """The scalar an arith.constant holds, a splat tensor's of any element type too
+    (``torch.ones(n, n, dtype=torch.bool)`` is ``dense<true>``)."""
+    constant = linalg.constant_value(value)
+    op = linalg.producer(value)
+    if constant is not None or op is None or op.name != "arith.constant":
+        return constant
+    attr = op.attributes["value"]
+    if isinstance(attr, ir.DenseIntElementsAttr) and attr.is_splat:
+        element = attr.get_splat_value()
+        return element.value if isinstance(element, ir.BoolAttr) else ir.IntegerAttr(element).value
+    return None
+
+
+def _map_result(expr: ir.AffineExpr, coords: Sequence[Expr]) -> Expr:
+    if isinstance(expr, ir.AffineDimExpr):
+        return coords[expr.position]
+    if isinstance(expr, ir.AffineConstantExpr):
+        return Const(expr.value, "index")
+    raise Unsupported("an indexing map that is not a projection")
+
+
+def _collapsed(op: ir.Operation, coords: Sequence[Expr]) -> list[Expr]:
+    """The source coordinates of a collapse_shape's result at ``coords``."""
+    shape = _shape(op.operands[0])
+    inner: list[Expr] = []
+    for group, coord in zip(linalg.reassociation(op), coords, strict=True):
+        wide = [axis for axis in group if shape[axis] != 1]  # a unit axis is at 0
+        parts: dict[int, Expr] = {axis: Const(0, "index") for axis in group}
+        rest = coord
+        for axis in reversed(wide):
+            if axis == wide[0]:
+                parts[axis] = rest
+                break
+            if shape[axis] < 0:
+                raise Unsupported("a dynamic size in a collapsed group of the mask's producers")
+            size = Const(shape[axis], "index")
+            parts[axis] = fold(Op("arith.remui", (rest, size), "index"))
+            rest = fold(Op("arith.divui", (rest, size), "index"))
+        inner.extend(parts[axis] for axis in group)
+    return inner
+
+
+def _expanded(op: ir.Operation, coords: Sequence[Expr]) -> list[Expr]:
+    """The source coordinates of an expand_shape's result at ``coords``."""
+    shape = _shape(op.results[0])
+    inner: list[Expr] = []
+    for group in linalg.reassociation(op):
+        wide = [axis for axis in group if shape[axis] != 1]
+        linear: Expr = coords[wide[0]] if wide else Const(0, "index")
+        for axis in wide[1:]:
+            if shape[axis] < 0:
+                raise Unsupported("a dynamic size in an expanded group of the mask's producers")
+            scaled = fold(Op("arith.muli", (linear, Const(shape[axis], "index")), "index"))
+            linear = fold(Op("arith.addi", (scaled, coords[axis]), "index"))
+        inner.append(linear)
+    return inner
+
+
+def _block(
+    block: ir.Block, names: dict[ir.Value, Expr | Callable[[], Expr]], coords: Sequence[Expr]
+) -> Expr:
+    """The tree of the value ``block`` yields, its arguments in ``names`` (or how to
+    build them)."""
+
+    def operand(value: ir.Value) -> Expr:
+        if value in names:
+            tree = names[value]
+            if callable(tree):
+                tree = names[value] = tree()
+            return tree
+        constant = linalg.constant_value(value)
+        if constant is None:
+            raise Unsupported("a payload reading a value from outside")
+        return const(constant, str(value.type))
+
+    *body, terminator = block.operations
+    for body_op in body:
+        body_op = body_op.operation
+        name = body_op.name
+        result_type = str(body_op.results[0].type) if len(body_op.results) == 1 else ""
+        if name == "arith.constant":
+            value = linalg.constant_value(body_op.results[0])
+            if value is None:
+                raise Unsupported("a constant that is not a scalar")
+            tree: Expr = const(value, result_type)
+        elif name == "linalg.index":
+            tree = coords[ir.IntegerAttr(body_op.attributes["dim"]).value]
+        elif name in OPS:
+            predicate = None
+            if name in ("arith.cmpi", "arith.cmpf"):
+                table = CMPI if name == "arith.cmpi" else CMPF
+                predicate = table[ir.IntegerAttr(body_op.attributes["predicate"]).value]
+            operands = tuple(operand(v) for v in body_op.operands)
+            tree = fold(Op(name, operands, result_type, predicate))
+        else:
+            raise Unsupported(f"{name} has no expression")
+        names[body_op.results[0]] = tree
+    return operand(terminator.operands[0])
+
+
+def of_tensor(value: ir.Value, max_depth: int = 24, opaque: bool = False) -> Tree:
+    """What ``value`` holds at ``Index(0..rank-1)`` (a unit dim's index is 0), following
+    its producers; tensors that are not computed elementwise become ``Load`` leaves.
+    Unsupported names what cannot be followed, unless ``opaque``: then that tensor is
+    a leaf too."""
+    builder = _Builder(max_depth, opaque)
+    coords = [Const(0, "index") if n == 1 else Index(d) for d, n in enumerate(_shape(value))]
+    expr = builder.tensor(value, coords)
+    return Tree(expr, builder.inputs)
+
+
+def of_region(block: ir.Block) -> Expr:
+    """The value a one-argument region yields, as a tree of ``Arg``."""
+    argument = block.arguments[0]
+    return _block(block, {argument: Arg(str(argument.type))}, [])
+
+
+# ---- exact evaluation (constant folding, and a reference for tests)
+
+_NUMPY = {
+    "f16": np.float16,
+    "f32": np.float32,
+    "f64": np.float64,
+    "bf16": np.float32,  # rounded to bf16 after every op
+    "i1": np.bool_,
+    "i8": np.int8,
+    "i16": np.int16,
+    "i32": np.int32,
+    "i64": np.int64,
+    "index": np.int64,
+}
+_UNSIGNED = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    """float32 rounded to bfloat16 (nearest even), kept in float32; NaN stays NaN."""
+    x = np.asarray(x, np.float32)
+    bits = x.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    return np.where(np.isnan(x), x, rounded.view(np.float32))
+
+
+def as_type(x: np.ndarray, type_: str) -> np.ndarray:
+    """``x`` converted to ``type_`` as MLIR's casts round and wrap it."""
+    x = np.asarray(x)
+    with np.errstate(all="ignore"):
+        if type_ == "i1":
+            return x if x.dtype == np.bool_ else (x.astype(np.int64) & 1) != 0
+        if type_ == "bf16":
+            return _bf16(x.astype(np.float32))
+        if is_float(type_):
+            return x.astype(_NUMPY[type_])
+        return x.astype(np.int64).astype(_NUMPY[type_])  # wraps
+
+
+def const(value: float | int | bool, type_: str) -> Const:
+    """A constant in the form ``fold`` gives it: i1 as a bool, floats as floats."""
+    if type_ == "i1":
+        return Const(bool(int(value) & 1), type_)
+    return Const(float(value) if is_float(type_) else int(value), type_)
+
+
+def _unsigned(x: np.ndarray, type_: str) -> np.ndarray:
+    if type_ == "i1":
+        return np.asarray(x).astype(np.uint8)
+    return np.asarray(x).astype(_NUMPY[type_]).view(_UNSIGNED[width(type_)])
+
+
+def _compare(predicate: str, a: np.ndarray, b: np.ndarray, type_: str) -> np.ndarray:
+    if not is_float(type_):  # cmpi (its "ult" is unsigned; cmpf's is unordered)
+        if predicate[0] == "u":
+            a, b = _unsigned(a, type_), _unsigned(b, type_)
+        elif type_ == "i1":  # signed i1: true is -1
+            a, b = -np.asarray(a, np.int8), -np.asarray(b, np.int8)
+        relation = predicate[-2:] if predicate not in ("eq", "ne") else predicate
+        return _RELATIONS[relation](a, b)
+    unordered = np.isnan(a) | np.isnan(b)
+    if predicate in ("false", "true"):
+        return np.full(np.broadcast(a, b).shape, predicate == "true")
+    if predicate == "ord":
+        return ~unordered
+    if predicate == "uno":
+        return unordered
+    relation = _RELATIONS[{"one": "ne", "une": "ne"}.get(predicate, predicate[1:])]
+    with np.errstate(invalid="ignore"):
+        holds = relation(a, b) & ~unordered
+    return holds | unordered if predicate[0] == "u" else holds
+
+
+_RELATIONS: dict[str, Callable] = {
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+}
+
+
+def _max_min(name: str, a: np.ndarray, b: np.ndarray, type_: str) -> np.ndarray:
+    larger = "max" in name
+    if name.endswith("f"):  # maximumf/minimumf: NaN wins; maxnumf/minnumf: NaN loses
+        pick = np.fmax if larger else np.fmin
+        if "num" in name:
+            return pick(a, b)
+        return np.where(np.isnan(a) | np.isnan(b), a + b, pick(a, b))
+    if name.endswith("ui"):
+        ua, ub = _unsigned(a, type_), _unsigned(b, type_)
+        return np.where((ua >= ub) == larger, a, b)
+    return np.maximum(a, b) if larger else np.minimum(a, b)
+
+
+def _apply(op: Op, args: list[np.ndarray]) -> np.ndarray:
+    name, out = op.name, op.type
+    operand_type = op.operands[0].type
+    if name == "arith.select":
+        return np.where(args[0], args[1], args[2])
+    if name in ("arith.cmpi", "arith.cmpf"):
+        return _compare(op.predicate or "", args[0], args[1], operand_type)
+    if name in CASTS:
+        x = args[0]
+        if name in ("arith.uitofp", "arith.extui", "arith.index_castui"):
+            x = _unsigned(x, operand_type)
+        elif name in ("arith.sitofp", "arith.extsi", "arith.index_cast") and operand_type == "i1":
+            x = -np.asarray(x, np.int64)
+        elif name in ("arith.fptosi", "arith.fptoui"):
+            x = np.trunc(x)  # out of range is poison in MLIR: any value will do
+            x = np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)
+        return as_type(x, out)
+    a = args[0]
+    with np.errstate(all="ignore"):
+        if name in UNARY:
+            unary = {
+                "arith.negf": np.negative,
+                "math.absf": np.abs,
+                "math.exp": np.exp,
+                "math.exp2": np.exp2,
+                "math.log": np.log,
+                "math.log2": np.log2,
+                "math.sqrt": np.sqrt,
+                "math.tanh": np.tanh,
+            }[name]
+            return as_type(unary(a), out)
+        b = args[1]
+        if "max" in name or "min" in name:
+            return _max_min(name.split(".")[1], a, b, out)
+        if name in ("arith.divui", "arith.remui"):
+            ua, ub = _unsigned(a, out), _unsigned(b, out)
+            safe = np.where(ub == 0, 1, ub)  # division by zero is undefined: 0 here
+            value = ua // safe if name == "arith.divui" else ua % safe
+            return as_type(np.where(ub == 0, 0, value).astype(np.uint64).view(np.int64), out)
+        binary = {
+            "add": np.add,
+            "sub": np.subtract,
+            "mul": np.multiply,
+            "div": np.divide,
+            "and": np.bitwise_and,
+            "or": np.bitwise_or,
+            "xor": np.bitwise_xor,
+        }[name.split(".")[1][:-1]]
+        if out == "i1" and binary in (np.add, np.subtract):
+            binary = np.bitwise_xor  # i1 arithmetic wraps
+        elif out == "i1" and binary is np.multiply:
+            binary = np.bitwise_and
+        return as_type(binary(a, b), out)
+
+
+def evaluate(
+    expr: Expr,
+    index: Callable[[int], np.ndarray] | None = None,
+    load: Callable[[Load, list[np.ndarray]], np.ndarray] | None = None,
+    arg: np.ndarray | None = None,
+) -> np.ndarray:
+    """The value of ``expr`` with MLIR's semantics, in numpy (bf16 held in float32):
+    ``index(dim)`` gives the coordinates, ``load(leaf, coords)`` the leaves' elements."""
+    if isinstance(expr, Const):
+        return as_type(np.asarray(expr.value), expr.type)
+    if isinstance(expr, Index):
+        if index is None:
+            raise Unsupported("an index without coordinates")
+        return np.asarray(index(expr.dim), np.int64)
+    if isinstance(expr, Arg):
+        if arg is None:
+            raise Unsupported("the argument without a value")
+        return as_type(arg, expr.type)
+    if isinstance(expr, Load):
+        if load is None:
+            raise Unsupported("a tensor read without its tensors")
+        coords = [evaluate(c, index, load, arg) for c in expr.coords]
+        return as_type(load(expr, coords), expr.type)
+    args = [evaluate(o, index, load, arg) for o in expr.operands]
+    return _apply(expr, args)
+
+
+def fold(op: Op) -> Expr:
+    """``op`` as a ``Const`` where its operands are all constants, and the identities
+    of index arithmetic on the coordinates (x·1, x+0, x/1, x%1) and of boolean selects
+    (select(c, true, false) is c); else ``op``."""
+    if all(isinstance(o, Const) for o in op.operands):
+        return const(evaluate(op).item(), op.type)
+    if op.name == "arith.select" and op.type == "i1":  # select(c, true, false) is c
+        true, false = Const(True, "i1"), Const(False, "i1")
+        if op.operands[1:] == (true, false):
+            return op.operands[0]
+        if op.operands[1:] == (false, true):
+            return Op("arith.xori", (op.operands[0], true), "i1")
+    if op.type == "index" and len(op.operands) == 2:
+        a, b = op.operands
+        one, zero = Const(1, "index"), Const(0, "index")
+        if op.name in ("arith.muli", "arith.divui") and b == one:
+            return a
+        if op.name == "arith.muli" and a == one:
+            return b
+        if op.name == "arith.addi" and zero in (a, b):
+            return b if a == zero else a
+        if op.name == "arith.remui" and b == one:
+            return zero
+    return op
+
+
+def constant(expr: Expr) -> float | int | bool | None:
+    return expr.value if isinstance(expr, Const) else None
+
+
+def leaves(expr: Expr) -> list[Load]:
+    """The tensor reads in ``expr``, each once, in slot order."""
+    found: dict[int, Load] = {}
+
+    def visit(e: Expr) -> None:
+        if isinstance(e, Load):
+            found.setdefault(e.slot, e)
+            for c in e.coords:
+                visit(c)
+        elif isinstance(e, Op):
+            for o in e.operands:
+                visit(o)
+
+    visit(expr)
+    return [found[s] for s in sorted(found)]
+
+
+def is_neg_inf(expr: Expr) -> bool:
+    value = constant(expr)
+    return isinstance(value, float) and value == -math.inf

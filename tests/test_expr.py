@@ -1,0 +1,269 @@
+"""The expression IR has MLIR's semantics, and so do the Triton expressions printed from it.
+
+Each case is one elementwise generic over float and integer inputs holding NaN, ±inf,
+±0, equal pairs, negative and large integers. Its tree (``expr.of_tensor``) is evaluated
+in numpy and compared with what IREE computes for the same generic on the CPU; its
+Triton expression is run under Triton's interpreter and compared with the same values.
+The causality proof reads unsigned comparisons as unsigned.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from fusion_compiler.dialects import causal, expr
+
+import fusion_compiler as fc
+from fusion_compiler.backends.triton import mask as triton_mask
+from fusion_compiler.inputs import parse
+from fusion_compiler.ir import ir
+
+N = 64
+CMPF = [p for p in expr.CMPF if p not in ("false", "true")]
+
+# name -> (payload over %x, %y: f32 and %i, %j: i32 and %k = linalg.index 0, result type)
+CASES: dict[str, tuple[str, str]] = {
+    **{
+        f"cmpf_{p}": (f"%c = arith.cmpf {p}, %x, %y : f32\n%r = arith.extui %c : i1 to i32", "i32")
+        for p in CMPF
+    },
+    **{
+        f"cmpi_{p}": (f"%c = arith.cmpi {p}, %i, %j : i32\n%r = arith.extui %c : i1 to i32", "i32")
+        for p in expr.CMPI
+    },
+    **{
+        name: (f"%r = arith.{name} %x, %y : f32", "f32")
+        for name in ("maximumf", "minimumf", "maxnumf", "minnumf", "divf", "subf")
+    },
+    **{name: (f"%r = arith.{name} %i, %j : i32", "i32") for name in ("maxsi", "minsi")},
+    "uitofp": ("%r = arith.uitofp %i : i32 to f32", "f32"),
+    "sitofp": ("%r = arith.sitofp %i : i32 to f32", "f32"),
+    "sitofp_i1": ("%c = arith.cmpi slt, %i, %j : i32\n%r = arith.sitofp %c : i1 to f32", "f32"),
+    "extsi_i1": ("%c = arith.cmpi slt, %i, %j : i32\n%r = arith.extsi %c : i1 to i32", "i32"),
+    "trunci_extsi": ("%t = arith.trunci %i : i32 to i8\n%r = arith.extsi %t : i8 to i32", "i32"),
+    "trunci_extui": ("%t = arith.trunci %i : i32 to i8\n%r = arith.extui %t : i8 to i32", "i32"),
+    "trunci_i1": ("%t = arith.trunci %i : i32 to i1\n%r = arith.extui %t : i1 to i32", "i32"),
+    "truncf_f16": ("%t = arith.truncf %x : f32 to f16\n%r = arith.extf %t : f16 to f32", "f32"),
+    "select_nan": (
+        "%c = arith.cmpf une, %x, %x : f32\n%r = arith.select %c, %y, %x : f32",
+        "f32",
+    ),
+    # ALiBi-like: a distance of indices and an input, scaled
+    "distance": (
+        "%ki = arith.index_cast %k : index to i32\n%d = arith.subi %ki, %j : i32\n"
+        "%f = arith.sitofp %d : i32 to f32\n%r = arith.mulf %f, %x : f32",
+        "f32",
+    ),
+    # an index window by an unsigned compare: 32 <= k < 40
+    "window_ult": (
+        "%c32 = arith.constant 32 : index\n%c8 = arith.constant 8 : index\n"
+        "%d = arith.subi %k, %c32 : index\n%c = arith.cmpi ult, %d, %c8 : index\n"
+        "%r = arith.extui %c : i1 to i32",
+        "i32",
+    ),
+    # constants folded in their own types: 0.1 rounded to f16, then to f32
+    "folded": (
+        "%c = arith.constant 0.1 : f32\n%h = arith.truncf %c : f32 to f16\n"
+        "%e = arith.extf %h : f16 to f32\n%r = arith.addf %x, %e : f32",
+        "f32",
+    ),
+}
+
+
+def _module() -> str:
+    functions = []
+    for name, (body, result) in CASES.items():
+        payload = textwrap.indent(body, "      ")
+        functions.append(f"""
+  func.func @{name}(%a: tensor<{N}xf32>, %b: tensor<{N}xf32>, %ia: tensor<{N}xi32>,
+                    %ib: tensor<{N}xi32>) -> tensor<{N}x{result}> {{
+    %init = tensor.empty() : tensor<{N}x{result}>
+    %o = linalg.generic {{indexing_maps = [#id, #id, #id, #id, #id],
+                         iterator_types = ["parallel"]}}
+        ins(%a, %b, %ia, %ib : tensor<{N}xf32>, tensor<{N}xf32>, tensor<{N}xi32>,
+                               tensor<{N}xi32>)
+        outs(%init : tensor<{N}x{result}>) {{
+    ^bb0(%x: f32, %y: f32, %i: i32, %j: i32, %out: {result}):
+      %k = linalg.index 0 : index
+{payload}
+      linalg.yield %r : {result}
+    }} -> tensor<{N}x{result}>
+    return %o : tensor<{N}x{result}>
+  }}""")
+    return "#id = affine_map<(d0) -> (d0)>\nmodule {" + "".join(functions) + "\n}\n"
+
+
+def _inputs(seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.5, 65504.0], np.float32)
+    a = rng.standard_normal(N).astype(np.float32) * 4
+    a[: len(special)] = special
+    b = rng.permutation(a).astype(np.float32)
+    b[::5] = a[::5]  # equal pairs, NaN with NaN among them
+    ia = rng.integers(-(2**31), 2**31, N, dtype=np.int64).astype(np.int32)
+    ia[:16] = rng.integers(-300, 300, 16)
+    ib = rng.permutation(ia)
+    ib[::4] = ia[::4]
+    return [a, b, ia, ib]
+
+
+@pytest.fixture(scope="module")
+def trees() -> dict[str, tuple[expr.Expr, list[int]]]:
+    """Each case's tree and, per Load slot, the function argument it reads."""
+    context = ir.Context()
+    module = parse(_module(), context)
+    found = {}
+    for func in module.body.operations:
+        name = ir.StringAttr(func.attributes["sym_name"]).value
+        ret = list(func.regions[0].blocks[0].operations)[-1]
+        tree = expr.of_tensor(ret.operands[0])
+        found[name] = (tree.expr, [ir.BlockArgument(v).arg_number for v in tree.inputs])
+    return found
+
+
+@pytest.fixture(scope="module")
+def iree_results() -> dict[str, list[np.ndarray]]:
+    run = fc.load(fc.compile(_module(), target="cpu"))
+    out = {}
+    for seed in (0, 1):
+        args = _inputs(seed)
+        for name in CASES:
+            out.setdefault(name, []).append(run[name](*args).numpy())
+    return out
+
+
+def _evaluate(tree: tuple[expr.Expr, list[int]], args: list[np.ndarray]) -> np.ndarray:
+    root, arguments = tree
+
+    def load(leaf: expr.Load, coords: list[np.ndarray]) -> np.ndarray:
+        return args[arguments[leaf.slot]][coords[0]]
+
+    return np.broadcast_to(expr.evaluate(root, lambda d: np.arange(N), load), (N,))
+
+
+def _same(got: np.ndarray, want: np.ndarray) -> bool:
+    return np.array_equal(np.asarray(got, want.dtype), want, equal_nan=want.dtype.kind == "f")
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_tree_computes_what_iree_computes(name, trees, iree_results):
+    for seed, want in zip((0, 1), iree_results[name], strict=True):
+        got = _evaluate(trees[name], _inputs(seed))
+        assert _same(got, want), (name, seed, got, want)
+
+
+def test_constants_fold_in_their_own_type(trees):
+    tree, _ = trees["folded"]
+    assert isinstance(tree, expr.Op) and tree.operands[1] == expr.Const(
+        float(np.float32(np.float16(0.1))), "f32"
+    )
+
+
+_KERNEL = """
+import sys
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+cases = {cases!r}
+args = [torch.from_numpy(np.load(sys.argv[1] + f"/in{{i}}.npy")) for i in range(4)]
+for name, (text, slots, result) in cases.items():
+    source = f'''
+@triton.jit
+def kernel(L0, L1, L2, L3, Out, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    inside = offs < BLOCK
+    value = {{text}}
+    tl.store(Out + offs, value.to(Out.dtype.element_ty))
+'''
+    path = sys.argv[1] + f"/{{name}}.py"
+    with open(path, "w") as f:
+        f.write("import triton\\nimport triton.language as tl\\n" + source)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = torch.empty({n}, dtype=torch.float32 if result == "f32" else torch.int32)
+    module.kernel[(1,)](*[args[s] for s in slots], out, BLOCK={n})
+    np.save(sys.argv[1] + f"/{{name}}.out.npy", out.numpy())
+"""
+
+
+def test_triton_expressions_compute_what_the_tree_computes(trees, tmp_path):
+    pytest.importorskip("triton")
+    args = _inputs(0)
+    for i, a in enumerate(args):
+        np.save(tmp_path / f"in{i}.npy", a)
+    cases = {}
+    for name, (root, arguments) in trees.items():
+        text = triton_mask.expression(root, ["offs"])
+        # the kernel's L0..L3 are the tensors the tree reads, in slot order
+        slots = arguments + [0] * (4 - len(arguments))
+        cases[name] = (f"({text}) + tl.zeros([BLOCK], tl.int32)", slots, CASES[name][1])
+    script = tmp_path / "run.py"
+    script.write_text(_KERNEL.format(cases=cases, n=N))
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name, tree in trees.items():
+        got = np.load(tmp_path / f"{name}.out.npy")
+        want = _evaluate(tree, args)
+        want = want.astype(got.dtype)
+        wrong = [i for i in range(N) if not _same(got[i : i + 1], want[i : i + 1])]
+        assert not wrong, (name, cases[name][0], [(args[0][i], args[1][i]) for i in wrong],
+                           got[wrong], want[wrong])  # fmt: skip
+
+
+_CAUSAL = """
+#map3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @mask(%e: tensor<2x8x8xf32>) -> tensor<2x8x8xf32> {{
+  %m = linalg.generic {{indexing_maps = [#map3], iterator_types = ["parallel", "parallel",
+                       "parallel"]}} outs(%e : tensor<2x8x8xf32>) {{
+  ^bb0(%o: f32):
+    %q = linalg.index 1 : index
+    %k = linalg.index 2 : index
+    {compare}
+    %ninf = arith.constant 0xFF800000 : f32
+    %zero = arith.constant 0.0 : f32
+    %r = arith.select %c, %ninf, %zero : f32
+    linalg.yield %r : f32
+  }} -> tensor<2x8x8xf32>
+  return %m : tensor<2x8x8xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    "compare, offset",
+    [
+        ("%c = arith.cmpi sgt, %k, %q : index", 0),
+        ("%c = arith.cmpi ugt, %k, %q : index", 0),  # indices are never negative
+        (
+            "%d = arith.subi %k, %q : index\n%z = arith.constant 0 : index\n"
+            "%c = arith.cmpi sgt, %d, %z : index",
+            0,
+        ),  # fmt: skip
+        # k - q >u 0 holds wherever k != q: not causal
+        (
+            "%d = arith.subi %k, %q : index\n%z = arith.constant 0 : index\n"
+            "%c = arith.cmpi ugt, %d, %z : index",
+            None,
+        ),  # fmt: skip
+        ("%c = arith.cmpi sge, %k, %q : index", -1),
+    ],
+)
+def test_causality_reads_unsigned_compares_as_unsigned(compare, offset):
+    context = ir.Context()
+    module = parse(_CAUSAL.format(compare=compare), context)
+    func = module.body.operations[0]
+    mask = list(func.regions[0].blocks[0].operations)[-1].operands[0]
+    assert causal.offset(mask, 1, 2) == offset
+    assert causal.is_pure(mask) == (offset is not None)
