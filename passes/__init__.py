@@ -12,6 +12,7 @@ from types import ModuleType
 
 _MODULES: dict[str, str] = {
     "fusion-additive-mask": "fusion_compiler.passes.additive_mask",
+    "fusion-bf16-via-f32": "fusion_compiler.passes.bf16_via_f32",
     "fusion-decompose-attention": "fusion_compiler.passes.decompose_attention",
     "fusion-detect-attention": "fusion_compiler.passes.detect_attention",
     "fusion-find-softmax": "fusion_compiler.passes.find_softmax",
@@ -40,6 +41,9 @@ _CLEANUP = ("resolve-ranked-shaped-type-result-dims", "canonicalize", "cse")
 _EMPTY = "fusion-fold-empty"
 # Attention found, every mask of it (SDPA's boolean ones too) additive, empty ones folded.
 _DETECT = ("fusion-detect-attention", *_CLEANUP, "fusion-additive-mask", _EMPTY)
+# llvm-cpu cannot link a conversion of an integer to bf16: made through f32 (as PyTorch
+# rounds it), on the CPU only (the GPU targets convert directly).
+_CPU_BF16 = "fusion-bf16-via-f32"
 # llvm-cpu keeps the rows of a producer fused into a softmax's dispatch on the stack, with
 # no bound over a dynamic extent: such a softmax reads its input from memory.
 _CPU_SOFTMAX = "fusion-softmax-input-in-memory"
@@ -48,6 +52,7 @@ _CPU_SOFTMAX = "fusion-softmax-input-in-memory"
 _TILE_AND_FUSE = ("fusion-tile-and-fuse", "canonicalize")
 DEFAULT_PIPELINES: dict[str, tuple[str, ...]] = {
     "cpu": (
+        _CPU_BF16,
         *_DETECT,
         *_TILE_AND_FUSE,
         _SAFE_HEAD_DIM,
@@ -124,8 +129,8 @@ def default_pipeline(
 ) -> list[str]:
     """Our passes for ``target``; ``attention`` picks who lowers the fused attention.
 
-    "auto": on the CPU our online-softmax rewrite (measured 5x to 30x faster than IREE
-    3.13's attention op there, benchmarks/results/cpu.md); on CUDA generated kernels when
+    "auto": on the CPU our online-softmax rewrite (faster than IREE 3.13's attention op
+    there, benchmarks/results/cpu.md); on CUDA generated kernels when
     ``kernel_arch`` is set (e.g. "sm_90"), else IREE's op; on Vulkan generated SPIR-V
     kernels (what they cannot take is decomposed).
     "iree": IREE's attention op (decomposed where IREE computes it wrongly or cannot).
@@ -135,7 +140,7 @@ def default_pipeline(
             f"unknown attention mode {attention!r}; expected one of: {', '.join(ATTENTION_MODES)}"
         )
     if target == "cpu" and attention in ("auto", "online-softmax"):
-        return [*online_softmax_pipeline(*_CPU_BLOCKS), _CPU_SOFTMAX]
+        return [_CPU_BF16, *online_softmax_pipeline(*_CPU_BLOCKS), _CPU_SOFTMAX]
     if attention == "online-softmax":
         return list(ONLINE_SOFTMAX_PIPELINE)
     if attention == "auto" and kernel_arch is not None and target == "cuda":

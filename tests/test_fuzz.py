@@ -416,6 +416,23 @@ FOUND = [
         poison="inf",
         attention="iree",
     ),
+    # A bf16 ALiBi bias through SDPA: its int64 distances cast to bf16, which llvm-cpu
+    # lowers to a call the linker lacks (__truncsfbf2), in constant evaluation (fixed:
+    # fusion-bf16-via-f32 converts through f32, as PyTorch does).
+    Case(
+        path="sdpa",
+        batch=2,
+        heads=1,
+        kv_heads=1,
+        nq=5,
+        nk=17,
+        head_dim=128,
+        dtype="bfloat16",
+        scale="sdpa-default",
+        fill="finfo.min",
+        bias="alibi",
+        seed=1500,
+    ),
 ]
 
 

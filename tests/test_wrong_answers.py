@@ -221,3 +221,24 @@ def test_empty_intermediates_in_the_torch_program() -> None:
     model = ScoresAlsoReturned()
     got, want = fc.load(fc.compile(model, (q, k, v)))(q, k, v), model(q, k, v)
     assert [g.shape for g in got] == [w.shape for w in want]
+
+
+class IntegersToBf16(torch.nn.Module):
+    """ALiBi-like: int64 distances cast to bf16, from a computed constant and an input."""
+
+    def forward(self, positions, x):
+        distance = torch.arange(17)[None, :] - torch.arange(5)[:, None]
+        return x * distance.to(torch.bfloat16) + positions.to(torch.bfloat16)
+
+
+# int64 -> bf16 failed to link on the CPU (llvm-cpu calls __truncsfbf2, which IREE 3.13's
+# linker lacks: found by the fuzzer on a bf16 ALiBi bias); it now rounds through f32 as
+# PyTorch does, bit for bit, NaN-free values above 2^24 included.
+def test_integers_to_bf16_on_the_cpu() -> None:
+    gen = torch.Generator().manual_seed(0)
+    positions = torch.randint(-(2**40), 2**40, (5, 17), generator=gen)
+    positions[0, :4] = torch.tensor([2**24 + 1, 2**24 + 3, -(2**31) - 1, 0])
+    x = torch.randn(5, 17, generator=gen).to(torch.bfloat16)
+    model = IntegersToBf16()
+    got = fc.load(fc.compile(model, (positions, x)))(positions, x)
+    assert torch.equal(got, model(positions, x))
