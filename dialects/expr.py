@@ -246,10 +246,15 @@ def _expanded(op: ir.Operation, coords: Sequence[Expr]) -> list[Expr]:
 
 
 def _block(
-    block: ir.Block, names: dict[ir.Value, Expr | Callable[[], Expr]], coords: Sequence[Expr]
+    block: ir.Block,
+    names: dict[ir.Value, Expr | Callable[[], Expr]],
+    coords: Sequence[Expr],
+    leaf: Callable[[ir.Value], Expr] | None = None,
+    fold_casts: bool = True,
 ) -> Expr:
     """The tree of the value ``block`` yields, its arguments in ``names`` (or how to
-    build them)."""
+    build them). ``leaf``: how a value defined outside, or by an op that has no
+    expression and does not read the argument, becomes a leaf (else Unsupported)."""
 
     def operand(value: ir.Value) -> Expr:
         if value in names:
@@ -258,9 +263,11 @@ def _block(
                 tree = names[value] = tree()
             return tree
         constant = linalg.constant_value(value)
-        if constant is None:
+        if constant is not None:
+            return const(constant, str(value.type))
+        if leaf is None:
             raise Unsupported("a payload reading a value from outside")
-        return const(constant, str(value.type))
+        return leaf(value)
 
     *body, terminator = block.operations
     for body_op in body:
@@ -272,6 +279,8 @@ def _block(
             if value is None:
                 raise Unsupported("a constant that is not a scalar")
             tree: Expr = const(value, result_type)
+        elif name == "linalg.index" and leaf is not None and not coords:
+            tree = leaf(body_op.results[0])  # an iota: not followed here
         elif name == "linalg.index":
             tree = coords[ir.IntegerAttr(body_op.attributes["dim"]).value]
         elif name in OPS:
@@ -280,11 +289,24 @@ def _block(
                 table = CMPI if name == "arith.cmpi" else CMPF
                 predicate = table[ir.IntegerAttr(body_op.attributes["predicate"]).value]
             operands = tuple(operand(v) for v in body_op.operands)
-            tree = fold(Op(name, operands, result_type, predicate))
+            tree = Op(name, operands, result_type, predicate)
+            if fold_casts or name not in ("arith.extf", "arith.truncf"):
+                tree = fold(tree)
+        elif leaf is not None and len(body_op.results) == 1:
+            if any(reads_argument(operand(v)) for v in body_op.operands):
+                raise Unsupported(f"the score goes through {name}")
+            tree = leaf(body_op.results[0])
         else:
             raise Unsupported(f"{name} has no expression")
         names[body_op.results[0]] = tree
     return operand(terminator.operands[0])
+
+
+def reads_argument(tree: Expr) -> bool:
+    if isinstance(tree, Arg):
+        return True
+    children = tree.operands if isinstance(tree, Op) else getattr(tree, "coords", ())
+    return any(reads_argument(c) for c in children)
 
 
 def of_tensor(value: ir.Value, max_depth: int = 24, opaque: bool = False) -> Tree:
@@ -296,6 +318,34 @@ def of_tensor(value: ir.Value, max_depth: int = 24, opaque: bool = False) -> Tre
     coords = [Const(0, "index") if n == 1 else Index(d) for d, n in enumerate(_shape(value))]
     expr = builder.tensor(value, coords)
     return Tree(expr, builder.inputs)
+
+
+def of_payload(op: ir.Operation, argument: int, fold_casts: bool = True) -> Tree:
+    """What one elementwise generic yields as a function of its input ``argument``
+    (``Arg``): its other inputs, values from outside and ops without an expression that
+    do not read the argument are scalar ``Load`` leaves, not followed. ``fold_casts``
+    False: float casts of constants are kept (not rounded)."""
+    block = op.regions[0].blocks[0]
+    n_inputs = linalg.num_inputs(op)
+    inputs: list[ir.Value] = []
+
+    def leaf(value: ir.Value) -> Expr:
+        inputs.append(value)
+        return Load(len(inputs) - 1, (), str(value.type), ())
+
+    def output() -> Expr:
+        raise Unsupported("the payload reads its output")
+
+    names: dict[ir.Value, Expr | Callable[[], Expr]] = {}
+    for i, arg in enumerate(block.arguments):
+        if i == argument:
+            names[arg] = Arg(str(arg.type))
+        elif i < n_inputs:
+            constant = _splat(op.operands[i])
+            names[arg] = const(constant, str(arg.type)) if constant is not None else leaf(arg)
+        else:
+            names[arg] = output
+    return Tree(_block(block, names, [], leaf, fold_casts), inputs)
 
 
 def of_region(block: ir.Block) -> Expr:
@@ -487,6 +537,8 @@ def fold(op: Op) -> Expr:
     (select(c, true, false) is c); else ``op``."""
     if all(isinstance(o, Const) for o in op.operands):
         return const(evaluate(op).item(), op.type)
+    if op.name == "arith.select" and isinstance(op.operands[0], Const):
+        return op.operands[1] if op.operands[0].value else op.operands[2]
     if op.name == "arith.select" and op.type == "i1":  # select(c, true, false) is c
         true, false = Const(True, "i1"), Const(False, "i1")
         if op.operands[1:] == (true, false):

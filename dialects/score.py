@@ -1,6 +1,9 @@
 """What the ops between QKᵀ and the softmax do to the score ``s``, read off their payloads.
 
-Every payload value gets a term:
+Each op's payload is read as an expression tree (``dialects.expr``); every subtree gets
+a term. A float cast of a constant keeps the constant's value: PyTorch multiplies a half
+tensor by a Python number in float, the number unrounded, where torch-mlir's lowering
+casts the number to the tensor's type first.
 
 - ``Affine(slope, offset, tanh_of)``: ``slope·g(s) + b`` where ``b`` does not depend on
   ``s`` (``offset`` says whether ``b`` may be non-zero; ``-inf`` where a mask removes
@@ -22,7 +25,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from fusion_compiler.dialects import linalg
+from fusion_compiler.dialects import expr
 from fusion_compiler.dialects.linalg_ext import SWAMPS
 
 from fusion_compiler.ir import ir
@@ -166,48 +169,31 @@ RULES: dict[str, Callable[..., Term]] = {
 }
 
 
-def _constant(value: ir.Value) -> float | None:
-    """The number a value holds, if an arith.constant defines it."""
-    constant = linalg.constant_value(value)
-    return None if constant is None else float(constant)
+def _term(e: expr.Expr) -> Term:
+    if isinstance(e, expr.Arg):
+        return Affine(1.0, False)
+    if isinstance(e, expr.Const):
+        return Const(float(e.value))
+    if not isinstance(e, expr.Op):
+        return SIDE  # an input, a value from outside, an index: not the score
+    operands = [_term(o) for o in e.operands]
+    unsupported = [t for t in operands if isinstance(t, Unsupported)]
+    if unsupported:
+        return unsupported[0]
+    if operands and all(isinstance(t, Const) for t in operands) and e.name in RULES:
+        return RULES[e.name](*operands)  # a cast of a constant: its value unrounded
+    if not any(isinstance(t, Affine) for t in operands):
+        return SIDE
+    if e.name == "arith.select":
+        return _select(*operands, element=e.type)
+    if e.name in RULES:
+        return RULES[e.name](*operands)
+    return Unsupported(f"the score goes through {e.name}")
 
 
 def evaluate(op: ir.Operation, score_input: int) -> Term:
     """The term of a single-result elementwise generic's output, input ``score_input`` = s."""
-    block = op.regions[0].blocks[0]
-    n_inputs = linalg.num_inputs(op)
-    terms: dict[ir.Value, Term] = {}
-    for i, arg in enumerate(block.arguments):
-        if i == score_input:
-            terms[arg] = Affine(1.0, False)
-        elif i < n_inputs:
-            value = _constant(op.operands[i])
-            terms[arg] = SIDE if value is None else Const(value)
-        else:
-            terms[arg] = Unsupported("the payload reads its output")
-
-    def term_of(value: ir.Value) -> Term:
-        if value in terms:
-            return terms[value]
-        constant = _constant(value)  # captured from above, or defined in the body
-        return SIDE if constant is None else Const(constant)
-
-    for body_op in linalg.payload(op):
-        operands = [term_of(v) for v in body_op.operands]
-        if any(isinstance(t, Unsupported) for t in operands):
-            result = next(t for t in operands if isinstance(t, Unsupported))
-        elif operands and all(isinstance(t, Const) for t in operands) and body_op.name in RULES:
-            result = RULES[body_op.name](*operands)  # folds constants: truncf(0.125)...
-        elif not any(isinstance(t, Affine) for t in operands):
-            result = _constant(body_op.results[0]) if len(body_op.results) == 1 else None
-            result = SIDE if result is None else Const(result)
-        elif body_op.name == "arith.select":
-            result = _select(*operands, element=str(body_op.results[0].type))
-        elif body_op.name in RULES:
-            result = RULES[body_op.name](*operands)
-        else:
-            result = Unsupported(f"the score goes through {body_op.name}")
-        for r in body_op.results:
-            terms[r] = result
-    terminator = list(block.operations)[-1]
-    return term_of(terminator.operands[0])
+    try:
+        return _term(expr.of_payload(op, score_input, fold_casts=False).expr)
+    except expr.Unsupported as why:
+        return Unsupported(str(why))
