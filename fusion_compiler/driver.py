@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fusion_compiler import frontend, inputs, passes, signature
+from fusion_compiler import frontend, inputs, signature, targets
 from fusion_compiler.backends import dispatch
 from fusion_compiler.compiler import CompilerSession
 from fusion_compiler.dialects import linalg_ext, softmax
@@ -147,7 +147,7 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     """
     compile_to = Stage.parse(compile_to)
     tgt = get_target(target, cuda_arch=cuda_arch, vulkan_target=vulkan_target)
-    default_elements = passes.default_pipeline(tgt.name, attention, tgt.kernel_arch)
+    default_elements = targets.pipeline(tgt.name, attention, tgt.kernel_arch)
     session = CompilerSession(tgt, reproducer_dir=dump_ir)
     if pipeline:  # before the front end's minutes: a typo fails now
         check_pipeline(pipeline, session.context)

@@ -8,7 +8,7 @@ from conftest import rel_error, tool
 from models import ExplicitAttentionBlock, MultiheadAttentionBlock, SDPABlock
 
 import fusion_compiler as fc
-from fusion_compiler import passes
+from fusion_compiler import targets
 from fusion_compiler.targets import get_target
 
 # (model factory, fused attention ops after our passes, softmaxes left in the IR)
@@ -85,7 +85,7 @@ def test_dump_ir_writes_every_stage_in_order(tmp_path: Path) -> None:
     numbers = [int(n[:2]) for n in names]
     assert numbers == list(range(len(names)))
     stages = [n[3:-5] for n in names]
-    ours = [p.partition("{")[0] for p in passes.default_pipeline("cpu")]
+    ours = [p.partition("{")[0] for p in targets.pipeline("cpu")]
     assert stages[: len(ours) + 3] == ["torch", "linalg", *ours, "fused"]
     iree = [s.value for s in fc.Stage if fc.Stage.ABI.index <= s.index <= fc.Stage.VM.index]
     assert stages[len(ours) + 3 :] == iree

@@ -10,10 +10,10 @@ import torch
 from conftest import ROOT, rel_error
 
 sys.path.insert(0, str(ROOT / "examples"))
-from fusion_compiler.passes import DEFAULT_PIPELINES  # noqa: E402
 from models import ExplicitAttentionBlock, MultiheadAttentionBlock, SDPABlock  # noqa: E402
 
 import fusion_compiler as fc  # noqa: E402
+from fusion_compiler.targets import DEFAULT_PIPELINES  # noqa: E402
 
 # the CPU pipeline for IREE's attention op, less tile-and-fuse and its cleanup
 WITHOUT = [p for p in DEFAULT_PIPELINES["cpu"] if p != "fusion-tile-and-fuse"]
