@@ -136,7 +136,7 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     ``model``: an nn.Module (with ``example_args``), a torch.export.ExportedProgram, the
     path of a ``.pt2`` saved by torch.export.save or of a ``.mlir`` file, or MLIR text.
     ``dump_ir``: a folder that receives the IR after every stage and pass.
-    ``pipeline``: our pass pipeline, ``builtin.module(...)``; default DEFAULT_PIPELINE.
+    ``pipeline``: our pass pipeline, ``builtin.module(...)``; default ``targets.pipeline``.
     ``remarks``: print what the passes found (and why they did not fuse) to stderr.
     ``attention``: "auto" (default) picks per target: our online-softmax rewrite on the
     CPU, generated kernels on CUDA with ``cuda_arch="sm_90"``, IREE's op otherwise;
