@@ -139,7 +139,8 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     ``pipeline``: our pass pipeline, ``builtin.module(...)``; default ``targets.pipeline``.
     ``remarks``: print what the passes found (and why they did not fuse) to stderr.
     ``attention``: "auto" (default) picks per target: our online-softmax rewrite on the
-    CPU, generated kernels on CUDA with ``cuda_arch="sm_90"``, IREE's op otherwise;
+    CPU, generated kernels on CUDA with ``cuda_arch="sm_90"`` and on Vulkan, IREE's op
+    otherwise;
     "iree" hands each fused attention to IREE's attention op; "online-softmax" lowers it
     with our FlashAttention-2 rewrite (fusion-online-softmax).
     ``vulkan_target``: IREE's SPIR-V target for what is not a generated kernel (default
