@@ -36,60 +36,76 @@ def _dense_bytes(data: bytes) -> str:
     return f'dense<"0x{data.hex().upper()}"> : vector<{len(data)}xi8>'
 
 
-def executable_source(
+def _constant(value: int) -> ir.Value:
+    return dialects.arith.ConstantOp(ir.IndexType.get(), value).result
+
+
+def add_executable(
+    module: ir.Operation,
     symbol: str,
     kernel: Kernel,
     n_inputs: int,
     grid: tuple[int, int, int],
     dynamic_rows: int | None = None,
-) -> str:
-    """The ``hal.executable.source`` holding the kernel's binary (a cubin for CUDA,
-    SPIR-V for Vulkan), as MLIR text: ``n_inputs`` read-only bindings, then the output
-    and, for Triton's kernels, its scratch pointers. The grid is
-    static, or with ``dynamic_rows`` its x is the row blocks of that height in n_q,
-    the dispatch's workload."""
+) -> ir.Operation:
+    """A ``hal.executable.source`` holding the kernel's binary (a cubin for CUDA, SPIR-V
+    for Vulkan), first in ``module``: ``n_inputs`` read-only bindings, then the output
+    and, for Triton's kernels, its scratch pointers. The grid is static, or with
+    ``dynamic_rows`` its x is the row blocks of that height in n_q, the dispatch's
+    workload. IREE's hal attributes have no builders here: they are parsed."""
+    index = ir.IndexType.get()
     readonly = "#hal.pipeline.binding<storage_buffer, ReadOnly>"
     writable = "#hal.pipeline.binding<storage_buffer>"
     bindings = ", ".join([readonly] * n_inputs + [writable] * (1 + kernel.hidden_pointers))
-    if dynamic_rows is not None:
-        count = (
-            "count(%device: !hal.device, %n: index) -> (index, index, index) {\n"
-            f"    %last = arith.constant {dynamic_rows - 1} : index\n"
-            f"    %block = arith.constant {dynamic_rows} : index\n"
-            "    %padded = arith.addi %n, %last : index\n"
-            "    %x = arith.divui %padded, %block : index\n"
-        )
-    else:
-        count = (
-            "count(%device: !hal.device) -> (index, index, index) {\n"
-            f"    %x = arith.constant {grid[0]} : index\n"
-        )
-    count += (
-        f"    %y = arith.constant {grid[1]} : index\n"
-        f"    %z = arith.constant {grid[2]} : index\n"
-        "    hal.return %x, %y, %z : index, index, index\n"
+    suffix = "cubin" if kernel.target == "cuda" else "spv"
+    obj = (
+        f'#hal.executable.object<{{path = "{symbol}.{suffix}", '
+        f"data = {_dense_bytes(kernel.binary)}}}>"
     )
     target = _EXECUTABLE_TARGETS[kernel.target]
-    shared = (
-        f", workgroup_local_memory = {kernel.shared_bytes} : index" if kernel.shared_bytes else ""
-    )
-    suffix = "cubin" if kernel.target == "cuda" else "spv"
-    data = _dense_bytes(kernel.binary)
-    obj = f'#hal.executable.object<{{path = "{symbol}.{suffix}", data = {data}}}>'
-    return (
-        f"hal.executable.source private @{symbol} "
-        f"<{{objects = #hal.executable.objects<{{{target} = [{obj}]}}>}}> {{\n"
-        f"  hal.executable.export public @{kernel.name} ordinal(0) "
-        f"layout(#hal.pipeline.layout<bindings = [{bindings}]>) {count}"
-        f"  }} <{{workgroup_size = [{kernel.threads} : index, 1 : index, 1 : index]{shared}}}>\n"
-        "}\n"
-    )
+    export_attributes = {
+        "layout": ir.Attribute.parse(f"#hal.pipeline.layout<bindings = [{bindings}]>"),
+        "ordinal": ir.IntegerAttr.get(index, 0),
+        "sym_name": ir.StringAttr.get(kernel.name),
+        "sym_visibility": ir.StringAttr.get("public"),
+        "workgroup_size": ir.ArrayAttr.get(
+            [ir.IntegerAttr.get(index, n) for n in (kernel.threads, 1, 1)]
+        ),
+    }
+    if kernel.shared_bytes:
+        export_attributes["workgroup_local_memory"] = ir.IntegerAttr.get(index, kernel.shared_bytes)
+    with ir.InsertionPoint.at_block_begin(module.regions[0].blocks[0]):
+        source = ir.Operation.create(
+            "hal.executable.source",
+            attributes={
+                "objects": ir.Attribute.parse(f"#hal.executable.objects<{{{target} = [{obj}]}}>"),
+                "sym_name": ir.StringAttr.get(symbol),
+                "sym_visibility": ir.StringAttr.get("private"),
+            },
+            regions=1,
+        )
+    with ir.InsertionPoint(source.regions[0].blocks.append()):
+        export = ir.Operation.create(
+            "hal.executable.export", attributes=export_attributes, regions=2
+        )
+        ir.Operation.create("hal.executable.source_end")
+    device = ir.Type.parse("!hal.device")
+    count = export.regions[0].blocks.append(device, *([index] if dynamic_rows else []))
+    with ir.InsertionPoint(count):
+        if dynamic_rows is not None:  # ceil(n / rows)
+            last, rows = _constant(dynamic_rows - 1), _constant(dynamic_rows)
+            padded = dialects.arith.AddIOp(count.arguments[1], last).result
+            x = dialects.arith.DivUIOp(padded, rows).result
+        else:
+            x = _constant(grid[0])
+        y, z = _constant(grid[1]), _constant(grid[2])
+        ir.Operation.create("hal.return", operands=[x, y, z])
+    return source
 
 
 def _dispatch(
     symbol: str,
     kernel: Kernel,
-    source: str,
     workload: list[ir.Value],
     arguments: list[ir.Value],
     result_type: ir.Type,
@@ -97,14 +113,10 @@ def _dispatch(
     attributes: dict[str, ir.Attribute],
     programs: int = 1,
 ) -> ir.Value:
-    """A flow.dispatch of ``kernel`` (its executable ``source`` added to the module)
-    at the current insertion point; its result. Triton's global scratch (where its TMA
-    descriptors are made) is a result of ``programs`` times the kernel's bytes per
-    program; IREE leaves it uninitialised, which the kernel expects."""
-    module = ir.InsertionPoint.current.block.owner
-    while module.name != "builtin.module":
-        module = module.parent
-    ir.InsertionPoint.at_block_begin(module.regions[0].blocks[0]).insert(ir.Operation.parse(source))
+    """A flow.dispatch of ``kernel`` (executable ``symbol``) at the current insertion
+    point; its result. Triton's global scratch (where its TMA descriptors are made) is a
+    result of ``programs`` times the kernel's bytes per program; IREE leaves it
+    uninitialised, which the kernel expects."""
     i8 = ir.IntegerType.get_signless(8)
     sizes = [kernel.scratch_bytes * programs, 0][: kernel.hidden_pointers]  # global, profile
     scratch = [ir.RankedTensorType.get([max(1, size)], i8) for size in sizes]
@@ -175,12 +187,14 @@ def build_dispatch(
         if kernel.scratch_bytes and spec.dynamic:
             raise ValueError("a kernel with global scratch needs a static grid")
         programs = grid[0] * grid[1] * grid[2]
-        source = executable_source(symbol, kernel, n_inputs, grid, rows)
+        module = ir.InsertionPoint.current.block.owner
+        while module.name != "builtin.module":
+            module = module.parent
+        add_executable(module, symbol, kernel, n_inputs, grid, rows)
         if spec.splits == 1:
             result = _dispatch(
                 symbol,
                 kernel,
-                source,
                 workload,
                 arguments,
                 plan.result_type,
@@ -191,12 +205,12 @@ def build_dispatch(
         else:  # static n_q: the partial results have a static size
             partial_type = ir.RankedTensorType.get([spec.partial_elements], ir.F32Type.get())
             partial = _dispatch(
-                symbol, kernel, source, workload, arguments, partial_type, [], marker, programs
+                symbol, kernel, workload, arguments, partial_type, [], marker, programs
             )
             combine = kernels["combine"]
             merge = f"{symbol}_combine"
-            source = executable_source(merge, combine, 1, spec.combine_grid)
-            result = _dispatch(merge, combine, source, [], [partial], plan.result_type, [], {})
+            add_executable(module, merge, combine, 1, spec.combine_grid)
+            result = _dispatch(merge, combine, [], [partial], plan.result_type, [], {})
     plan.replaced.results[0].replace_all_uses_with(result)
     return plan
 
