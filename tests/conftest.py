@@ -63,12 +63,12 @@ def tool(name: str, *args: str, check: bool = True) -> subprocess.CompletedProce
 
 
 def pytest_collection_modifyitems(config, items):
-    # The long profiles run only when asked for by name: ``pytest -m slow``.
-    if "slow" not in (config.option.markexpr or ""):
-        skip_slow = pytest.mark.skip(reason="long profile: run with -m slow")
+    # The long profiles run only when asked for by name: ``pytest -m long``.
+    if "long" not in (config.option.markexpr or ""):
+        skip_long = pytest.mark.skip(reason="long profile: run with -m long")
         for item in items:
-            if "slow" in item.keywords:
-                item.add_marker(skip_slow)
+            if "long" in item.keywords:
+                item.add_marker(skip_long)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_attention_variants import FUSABLE_MASKS, _check, _inputs
 from variants import Attention
+
+# compiles many models: left out of the edit loop (-m 'not slow'), run in CI
+pytestmark = pytest.mark.slow
 
 MASKS = [None, *FUSABLE_MASKS]
 

@@ -9,6 +9,9 @@ from variants import FUSABLE_MASKS, Attention, PaddingMaskAttention, ScoresRetur
 
 import fusion_compiler as fc
 
+# compiles many models: left out of the edit loop (-m 'not slow'), run in CI
+pytestmark = pytest.mark.slow
+
 BOUND = {torch.float32: 1e-4, torch.float16: 3e-3, torch.bfloat16: 2e-2}
 
 

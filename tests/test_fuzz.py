@@ -7,8 +7,8 @@ its case, not the session.
 
 - ``test_fuzz``: the fast profile, in every run: 80 derandomized examples, mostly small
   shapes (about 3.5 minutes on 2 cores); a failure is reported as found, not shrunk.
-- ``test_fuzz_long``: ``pytest -m slow tests/test_fuzz.py``, 2000 examples, larger shapes
-  more often, failures shrunk (skipped unless ``-m slow`` names it).
+- ``test_fuzz_long``: ``pytest -m long tests/test_fuzz.py``, 2000 examples, larger shapes
+  more often, failures shrunk (skipped unless ``-m long`` names it).
 - Both: ``FUZZ_EXAMPLES`` sets another count; with ``FUZZ_LOG=path`` every case and what
   went wrong is appended to ``path`` as a JSON line; ``FUZZ_KEEP_GOING=1`` records each
   failure and goes on instead of stopping at the first, then fails at the end if any.
@@ -39,6 +39,9 @@ from fuzz_graphs import (
 )
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+
+# compiles many models: left out of the edit loop (-m 'not slow'), run in CI
+pytestmark = pytest.mark.slow
 
 SMALL = [1, 2, 5, 7, 8, 13, 16, 17, 31, 33, 64, 65]
 LARGE = [100, 127, 128, 255, 256, 257, 300, 511, 513]
@@ -220,7 +223,7 @@ def test_fuzz() -> None:
     )
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_fuzz_long() -> None:
     _explore(cases(large=0.3), max_examples=int(os.environ.get("FUZZ_EXAMPLES", "2000")))
 

@@ -17,6 +17,9 @@ import fusion_compiler as fc
 transformers = pytest.importorskip("transformers")
 import hf_corpus  # noqa: E402  (needs transformers)
 
+# compiles many models: left out of the edit loop (-m 'not slow'), run in CI
+pytestmark = pytest.mark.slow
+
 # transformers has no SDPA path for these: they always run their eager attention.
 EAGER_ONLY = {"gemma2", "bloom"}
 CASES = [

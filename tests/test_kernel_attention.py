@@ -27,6 +27,9 @@ from fusion_compiler.backends.triton.kernel import run_interpreted
 from fusion_compiler.compiler import new_session
 from fusion_compiler.ir import ir
 
+# compiles many models: left out of the edit loop (-m 'not slow'), run in CI
+pytestmark = pytest.mark.slow
+
 F16 = torch.float16
 BOUND = {F16: 3e-3}
 

@@ -18,6 +18,9 @@ from conftest import rel_error
 
 import fusion_compiler as fc
 
+# compiles many models: left out of the edit loop (-m 'not slow'), run in CI
+pytestmark = pytest.mark.slow
+
 B, H, N, D, PAD = 2, 2, 40, 64, 7
 
 

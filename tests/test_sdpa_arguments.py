@@ -11,6 +11,9 @@ from conftest import rel_error
 
 import fusion_compiler as fc
 
+# compiles many models: left out of the edit loop (-m 'not slow'), run in CI
+pytestmark = pytest.mark.slow
+
 B, H, HKV, NQ, NK, D = 2, 4, 2, 24, 40, 16
 
 

@@ -23,6 +23,9 @@ import fusion_compiler as fc
 from fusion_compiler.backends.vulkan import glsl as spirv
 from fusion_compiler.errors import FusionCompilerError
 
+# compiles many models: left out of the edit loop (-m 'not slow'), run in CI
+pytestmark = pytest.mark.slow
+
 
 def _vulkan_device() -> bool:
     try:

@@ -10,6 +10,9 @@ from transformer_blocks import BLOCKS, CONFIG
 
 import fusion_compiler as fc
 
+# compiles many models: left out of the edit loop (-m 'not slow'), run in CI
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("name", sorted(BLOCKS))
 def test_block_fused_and_matches_pytorch(name: str) -> None:

@@ -15,6 +15,9 @@ from torch.export import Dim, export
 
 import fusion_compiler as fc
 
+# compiles many models: left out of the edit loop (-m 'not slow'), run in CI
+pytestmark = pytest.mark.slow
+
 
 class OneKVHead(torch.nn.Module):
     """Multi-query attention: one K/V head shared by every query head."""
