@@ -8,6 +8,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import harness  # noqa: E402
+import readme_table  # noqa: E402
 
 
 def _inputs() -> list[tuple[torch.Tensor, ...]]:
@@ -80,3 +81,15 @@ def test_prepared_module_runs_as_the_system(tmp_path: Path) -> None:
     reference = inputs[0][0] @ inputs[0][1]
     record = harness.measure({"case": "mm"}, "ours", call, inputs, reference, 1.0, cuda=False)
     assert record["rel_err"] < 1e-5
+
+
+def test_readme_table_is_the_one_the_results_give() -> None:
+    """The README's benchmark table is what readme_table.py writes from the records."""
+    assert readme_table.main(["--check"]) == 0
+
+
+def test_readme_table_shows_every_case_and_peer() -> None:
+    records = json.loads(readme_table.RESULTS.read_text())
+    rows = readme_table.table(records).splitlines()[2:]
+    assert len(rows) == len(readme_table.CASES)
+    assert all(row.count("/") >= 1 + len(readme_table.PEERS) for row in rows)
