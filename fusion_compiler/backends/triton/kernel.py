@@ -1,8 +1,8 @@
 """An sm_90 attention kernel: generated from its Spec, compiled ahead of time to a cubin.
 
-``template.py`` is the kernel; ``source_of`` specialises it to a ``Spec`` and
-``compile_kernel`` turns that into a cubin for an NVIDIA architecture with Triton, on a
-machine with no GPU. Persistent causal attention over contiguous operands
+``attention.py.tmpl`` is the kernel, a ``string.Template``; ``source_of`` fills it for a
+``Spec`` and ``compile_kernel`` turns that into a cubin for an NVIDIA architecture with
+Triton, on a machine with no GPU. Persistent causal attention over contiguous operands
 (``Spec.warp_specialized``) gets ``warp_specialized.py`` instead: the same tiles and tile
 order with a producer warp, in Gluon. Kernels are cached (``backends.cache``) on their
 source, every file it or the compile step reads, the Spec, the entry and Triton's version.
@@ -16,17 +16,18 @@ import json
 import os
 from dataclasses import asdict, replace
 from pathlib import Path
+from string import Template
 
 from fusion_compiler.backends.cache import cache_entry
 from fusion_compiler.backends.triton.spec import Kernel, Spec, View
 from fusion_compiler.errors import FusionCompilerError
 
 _HERE = Path(__file__).parent
-_TEMPLATE = _HERE / "template.py"
+_TEMPLATE = _HERE / "attention.py.tmpl"
 _WARP_SPECIALIZED = _HERE / "warp_specialized.py"
 # what a kernel's binary depends on besides its generated source: the kernels it
 # imports, its spec's constants and this module's compile options
-_READ = (_TEMPLATE, _WARP_SPECIALIZED, _HERE / "spec.py", Path(__file__))
+_READ = (_TEMPLATE, _WARP_SPECIALIZED, _HERE / "tiles.py", _HERE / "spec.py", Path(__file__))
 # registers per thread of the warp-specialized kernel: two programs (8 warps each) per
 # multiprocessor; its warpgroup gets 120 * 256 / 128 - 24 = 216 of them (H200, causal N1024
 # D128: 44.5 us against 44.9 with 112 and 48.2 with 128 without the TMA store)
@@ -34,16 +35,12 @@ WS_MAX_REGISTERS = 120
 # full attention over at most this many keys takes that kernel (measured at 1024; at 4096
 # it was 0.98-1.05 of the template's, and slower with GQA at 8192)
 WS_FULL_KEYS = 2048
-_SCORE_STUB = "    x = x  # generated: the score region, on base-2 logits\n"
 _TRITON_TYPES = {"f16": "fp16", "bf16": "bf16", "f32": "fp32"}
-_MASK_PARAM = "Mask,  # generated: mask inputs"
-_MASK_LOAD = (
-    "        bias = tl.load(Mask + _m_offsets(batch, rows[:, None], keys[None, :],"
-    " n_q, n_k), mask=inside, other=0.0)  # noqa: E501 - generated: mask\n"
+# the template's placeholders where the Spec asks for nothing of its own
+_READ_MASK = (
+    "tl.load(Mask + _m_offsets(batch, rows[:, None], keys[None, :], n_q, n_k), "
+    "mask=inside, other=0.0)"
 )
-_VIEW_STUB = "    return 0  # generated: {} view\n"
-_DESCRIPTOR_STUB = "    return {0}  # generated: {0} descriptor\n"
-_TILE_STUB = "    return 0  # generated: {} tile\n"
 
 
 def _descriptor_expression(name: str, view: View, batch: int, rows: int, cols: int) -> str:
@@ -64,28 +61,32 @@ def _offsets_expression(view: View) -> str:
 
 
 def source_of(spec: Spec) -> str:
-    """The template with the score line replaced by the generated expression of ``x``."""
-    text = _TEMPLATE.read_text()
-    stubs = [_SCORE_STUB, _MASK_PARAM, _MASK_LOAD] + [_VIEW_STUB.format(n) for n in "QKVMO"]
-    stubs += [_DESCRIPTOR_STUB.format(n) for n in "KV"] + [_TILE_STUB.format(n) for n in "KV"]
-    if any(stub not in text for stub in stubs):
-        raise RuntimeError(f"{_TEMPLATE} lost a generated line")
-    text = text.replace(_SCORE_STUB, f"    x = {spec.score}\n")
+    """The template filled in for ``spec``: the score region, the mask (read, or computed
+    from the tensors its producers start from), the operands' views and, with TMA_KV, the
+    descriptors of K and V and their tiles."""
+    fields = {
+        "score": spec.score,
+        "mask_inputs": "Mask,",
+        "bias": _READ_MASK,
+        "k_descriptor": "K",
+        "v_descriptor": "V",
+        "k_tile": "0",
+        "v_tile": "0",
+    }
     if spec.mask_expr is not None:
-        inputs = " ".join(f"L{i}," for i in range(len(spec.mask_inputs)))
-        text = text.replace(_MASK_PARAM, inputs)
-        text = text.replace(_MASK_LOAD, f"        bias = {spec.mask_expr}\n")
-    for name, view in zip("QKVMO", spec.views, strict=True):
-        text = text.replace(_VIEW_STUB.format(name), f"    return {_offsets_expression(view)}\n")
+        fields["mask_inputs"] = " ".join(f"L{i}," for i in range(len(spec.mask_inputs)))
+        fields["bias"] = spec.mask_expr
+    for name, view in zip("qkvmo", spec.views, strict=True):
+        fields[f"{name}_view"] = _offsets_expression(view)
     if spec.tma_kv:
         batch = spec.batch // spec.kv_group
         for name, view, cols in (("K", spec.views[1], spec.d), ("V", spec.views[2], spec.dv)):
             made = _descriptor_expression(name, view, batch, spec.n_k, cols)
-            text = text.replace(_DESCRIPTOR_STUB.format(name), f"    return {made}\n")
+            fields[f"{name.lower()}_descriptor"] = made
             h = view[2]
             tile = f"{name}.load([batch // {h}, batch % {h}, start_n, 0]).reshape(BLOCK_N, D_PAD)"
-            text = text.replace(_TILE_STUB.format(name), f"    return {tile}\n")
-    return text
+            fields[f"{name.lower()}_tile"] = tile
+    return Template(_TEMPLATE.read_text()).substitute(fields)
 
 
 def with_producer_warp(spec: Spec, resident: int) -> Spec:

@@ -26,7 +26,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from fusion_compiler.backends.triton.template import _tile_of, _tile_row_block
+from fusion_compiler.backends.triton.tiles import _tile_of, _tile_row_block
 
 PRODUCER_REGISTERS = gl.constexpr(24)  # the producer warp's registers; the warpgroup takes the rest
 
