@@ -75,7 +75,7 @@ Fact = Linear | Below | Masked | Float | None
 # predicate -> (sign of lhs - rhs, 1 to subtract for the inclusive forms); "u" forms
 # only for operands that are never negative
 _COMPARE = {"gt": (1, 0), "ge": (1, 1), "lt": (-1, 0), "le": (-1, 1)}
-_SIGN_KEEPING = ("arith.index_cast", "arith.extsi")  # integer casts that keep the value
+_SIGN_KEEPING = ("arith.index_cast", "arith.extsi")  # keep the value where they widen
 _FLOAT_CASTS = ("arith.extf", "arith.truncf")  # keep -inf and 0
 
 
@@ -100,6 +100,12 @@ def _select(cond: Fact, true: Fact, false: Fact) -> Fact:
 
 
 def _add(name: str, a: Fact, b: Fact) -> Fact:
+    """-inf plus (or minus) what is not -inf stays -inf, but -inf + inf and -inf + NaN are
+    NaN: a constant other operand must be finite. (A tensor read is taken to be finite
+    where the mask is -inf: an inf or NaN bias there gives NaN rows in PyTorch, here the
+    skipped keys.)"""
+    if any(isinstance(f, Float) and not math.isfinite(f.value) for f in (a, b)):
+        return None
     if name == "arith.addf" and b == Float(0.0) and isinstance(a, Masked):
         return a
     if name == "arith.addf" and a == Float(0.0) and isinstance(b, Masked):
@@ -121,21 +127,29 @@ def _scale(name: str, a: Fact, b: Fact) -> Fact:
     return None
 
 
+def _wide(type_: str) -> bool:
+    """An integer type whose sums of indices never wrap (64 bits: any tensor's sizes)."""
+    return type_ in ("index", "i64")
+
+
 def _fact(e: Expr) -> Fact:
     if isinstance(e, Index):
         return Linear(((e.dim, 1),), 0)
     if isinstance(e, Const):
         if isinstance(e.value, float):
             return Float(e.value)
-        return Linear((), e.value) if e.type != "i1" else None
+        return Linear((), e.value) if _wide(e.type) else None
     if not isinstance(e, Op):
         return None  # a tensor read, the region's argument: not followed
     name = e.name
     args = [_fact(o) for o in e.operands]
-    if name in _SIGN_KEEPING:
-        return args[0] if isinstance(args[0], Linear) and e.operands[0].type != "i1" else None
+    if name in _SIGN_KEEPING:  # a widening cast of a 64-bit value (index is 64 bits here)
+        widens = expr.width(e.type) >= expr.width(e.operands[0].type)
+        return args[0] if isinstance(args[0], Linear) and widens and _wide(e.type) else None
     if name in _FLOAT_CASTS:
         return args[0] if isinstance(args[0], Masked | Float) else None
+    if name in ("arith.addi", "arith.subi", "arith.muli") and not _wide(e.type):
+        return None  # i8, i16, i32 arithmetic can wrap within the mask's sizes
     if name in ("arith.addi", "arith.subi"):
         a, b = args
         if isinstance(a, Linear) and isinstance(b, Linear):

@@ -211,8 +211,11 @@ def _map_result(expr: ir.AffineExpr, coords: Sequence[Expr]) -> Expr:
 def _collapsed(op: ir.Operation, coords: Sequence[Expr]) -> list[Expr]:
     """The source coordinates of a collapse_shape's result at ``coords``."""
     shape = _shape(op.operands[0])
+    groups = linalg.reassociation(op)
+    if not groups:  # to rank 0: every source dim is a unit dim
+        return [Const(0, "index")] * len(shape)
     inner: list[Expr] = []
-    for group, coord in zip(linalg.reassociation(op), coords, strict=True):
+    for group, coord in zip(groups, coords, strict=True):
         wide = [axis for axis in group if shape[axis] != 1]  # a unit axis is at 0
         parts: dict[int, Expr] = {axis: Const(0, "index") for axis in group}
         rest = coord
@@ -283,6 +286,8 @@ def _block(
             tree = leaf(body_op.results[0])  # an iota: not followed here
         elif name == "linalg.index":
             tree = coords[ir.IntegerAttr(body_op.attributes["dim"]).value]
+        elif name in OPS and result_type not in _NUMPY:
+            raise Unsupported(f"{name} to {result_type}")
         elif name in OPS:
             predicate = None
             if name in ("arith.cmpi", "arith.cmpf"):
@@ -316,8 +321,22 @@ def of_tensor(value: ir.Value, max_depth: int = 24, opaque: bool = False) -> Tre
     a leaf too."""
     builder = _Builder(max_depth, opaque)
     coords = [Const(0, "index") if n == 1 else Index(d) for d, n in enumerate(_shape(value))]
-    expr = builder.tensor(value, coords)
-    return Tree(expr, builder.inputs)
+    return _used(builder.tensor(value, coords), builder.inputs)
+
+
+def _used(tree: Expr, inputs: list[ir.Value]) -> Tree:
+    """The tree with its Load slots renumbered to the tensors it still reads (folding a
+    select of a constant condition drops a branch and its reads)."""
+    slots = {leaf.slot: i for i, leaf in enumerate(leaves(tree))}
+
+    def renumber(e: Expr) -> Expr:
+        if isinstance(e, Load):
+            return Load(slots[e.slot], tuple(renumber(c) for c in e.coords), e.type, e.shape)
+        if isinstance(e, Op):
+            return Op(e.name, tuple(renumber(o) for o in e.operands), e.type, e.predicate)
+        return e
+
+    return Tree(renumber(tree), [inputs[s] for s in sorted(slots)])
 
 
 def of_payload(op: ir.Operation, argument: int, fold_casts: bool = True) -> Tree:
@@ -345,7 +364,7 @@ def of_payload(op: ir.Operation, argument: int, fold_casts: bool = True) -> Tree
             names[arg] = const(constant, str(arg.type)) if constant is not None else leaf(arg)
         else:
             names[arg] = output
-    return Tree(_block(block, names, [], leaf, fold_casts), inputs)
+    return _used(_block(block, names, [], leaf, fold_casts), inputs)
 
 
 def of_region(block: ir.Block) -> Expr:
@@ -371,6 +390,16 @@ _NUMPY = {
 _UNSIGNED = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
+def _bf16_of_wide(x: np.ndarray) -> np.ndarray:
+    """An integer or float64 rounded once to bfloat16 (nearest even), kept in float32."""
+    v = np.asarray(x, np.float64)  # exact for the integers that fit 53 bits
+    mantissa, exponent = np.frexp(v)  # v = m · 2^e, 0.5 <= |m| < 1: 8 significant bits
+    rounded = np.ldexp(np.round(mantissa * 256.0) / 256.0, exponent)  # np.round: half even
+    big = np.abs(rounded) >= 2.0**128  # past bf16's largest finite value: inf
+    rounded = np.where(big, np.copysign(np.inf, v), rounded)
+    return np.where(np.isfinite(v), rounded, v).astype(np.float32)
+
+
 def _bf16(x: np.ndarray) -> np.ndarray:
     """float32 rounded to bfloat16 (nearest even), kept in float32; NaN stays NaN."""
     x = np.asarray(x, np.float32)
@@ -385,8 +414,10 @@ def as_type(x: np.ndarray, type_: str) -> np.ndarray:
     with np.errstate(all="ignore"):
         if type_ == "i1":
             return x if x.dtype == np.bool_ else (x.astype(np.int64) & 1) != 0
-        if type_ == "bf16":
-            return _bf16(x.astype(np.float32))
+        if type_ == "bf16" and x.dtype in (np.float32, np.float16, np.bool_):
+            return _bf16(x.astype(np.float32))  # exact in float32: one rounding
+        if type_ == "bf16":  # integers and f64: rounded once, from the exact value
+            return _bf16_of_wide(x)
         if is_float(type_):
             return x.astype(_NUMPY[type_])
         return x.astype(np.int64).astype(_NUMPY[type_])  # wraps
@@ -394,6 +425,8 @@ def as_type(x: np.ndarray, type_: str) -> np.ndarray:
 
 def const(value: float | int | bool, type_: str) -> Const:
     """A constant in the form ``fold`` gives it: i1 as a bool, floats as floats."""
+    if type_ not in _NUMPY:
+        raise Unsupported(f"a value of type {type_}")
     if type_ == "i1":
         return Const(bool(int(value) & 1), type_)
     return Const(float(value) if is_float(type_) else int(value), type_)
@@ -442,7 +475,13 @@ def _max_min(name: str, a: np.ndarray, b: np.ndarray, type_: str) -> np.ndarray:
         pick = np.fmax if larger else np.fmin
         if "num" in name:
             return pick(a, b)
-        return np.where(np.isnan(a) | np.isnan(b), a + b, pick(a, b))
+        # maximumf and minimumf order -0 below +0
+        zeros = (a == 0) & (b == 0)
+        signed = np.where(np.signbit(a) == larger, b, a)
+        picked = np.where(zeros, signed, pick(a, b))
+        return np.where(np.isnan(a) | np.isnan(b), a + b, picked)
+    if type_ == "i1" and name.endswith("si"):  # signed i1: true is -1
+        return (a & b) if larger else (a | b)
     if name.endswith("ui"):
         ua, ub = _unsigned(a, type_), _unsigned(b, type_)
         return np.where((ua >= ub) == larger, a, b)

@@ -66,6 +66,36 @@ CASES: dict[str, tuple[str, str]] = {
         "%r = arith.extui %c : i1 to i32",
         "i32",
     ),
+    # f16 arithmetic rounds in f16, and so must the printed Triton (fp32 literals inside)
+    "f16_divide": (
+        "%h = arith.truncf %x : f32 to f16\n%g = arith.truncf %y : f32 to f16\n"
+        "%d = arith.divf %h, %g : f16\n%r = arith.extf %d : f16 to f32",
+        "f32",
+    ),
+    "f16_select_add": (
+        "%h = arith.truncf %x : f32 to f16\n%c = arith.cmpf olt, %x, %y : f32\n"
+        "%p1 = arith.constant 0.1 : f16\n%p2 = arith.constant 0.3 : f16\n"
+        "%s = arith.select %c, %p1, %p2 : f16\n%t = arith.addf %s, %h : f16\n"
+        "%r = arith.extf %t : f16 to f32",
+        "f32",
+    ),
+    # signed i1: true is -1, so max(true, false) is false
+    "maxsi_i1": (
+        "%p1 = arith.cmpi slt, %i, %j : i32\n%p2 = arith.cmpi sgt, %i, %j : i32\n"
+        "%m = arith.maxsi %p1, %p2 : i1\n%r = arith.extui %m : i1 to i32",
+        "i32",
+    ),
+    "index_cast_i1": (  # keeps the low bit
+        "%t = arith.index_cast %k : index to i1\n%r = arith.extui %t : i1 to i32",
+        "i32",
+    ),
+    "ult_true": (
+        "%p1 = arith.cmpi slt, %i, %j : i32\n%t = arith.constant true\n"
+        "%u = arith.cmpi ult, %p1, %t : i1\n%r = arith.extui %u : i1 to i32",
+        "i32",
+    ),
+    # a constant condition drops a branch and the tensor it reads
+    "select_constant": ("%t = arith.constant true\n%r = arith.select %t, %y, %x : f32", "f32"),
     # constants folded in their own types: 0.1 rounded to f16, then to f32
     "folded": (
         "%c = arith.constant 0.1 : f32\n%h = arith.truncf %c : f32 to f16\n"
@@ -155,6 +185,16 @@ def test_tree_computes_what_iree_computes(name, trees, iree_results):
     for seed, want in zip((0, 1), iree_results[name], strict=True):
         got = _evaluate(trees[name], _inputs(seed))
         assert _same(got, want), (name, seed, got, want)
+
+
+def test_a_dropped_branch_reads_no_tensor(trees):
+    root, arguments = trees["select_constant"]
+    assert isinstance(root, expr.Load) and root.slot == 0 and arguments == [1]
+
+
+def test_integers_round_once_to_bf16():
+    folded = expr.fold(expr.Op("arith.sitofp", (expr.Const(16842753, "i32"),), "bf16"))
+    assert folded == expr.Const(16908288.0, "bf16")  # through f32 it would be 16777216
 
 
 def test_constants_fold_in_their_own_type(trees):
@@ -267,3 +307,64 @@ def test_causality_reads_unsigned_compares_as_unsigned(compare, offset):
     mask = list(func.regions[0].blocks[0].operations)[-1].operands[0]
     assert causal.offset(mask, 1, 2) == offset
     assert causal.is_pure(mask) == (offset is not None)
+
+
+_MASK = """
+#map3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#map0 = affine_map<(d0, d1, d2) -> ()>
+func.func @mask(%e: tensor<2x8x8xf32>, %bias: tensor<1x1xf32>) -> tensor<2x8x8xf32> {{
+  %b = tensor.collapse_shape %bias [] : tensor<1x1xf32> into tensor<f32>
+  %m = linalg.generic {{indexing_maps = [#map0, #map3], iterator_types = ["parallel",
+                       "parallel", "parallel"]}} ins(%b : tensor<f32>)
+                       outs(%e : tensor<2x8x8xf32>) {{
+  ^bb0(%bv: f32, %o: f32):
+    %q = linalg.index 1 : index
+    %k = linalg.index 2 : index
+    {body}
+    linalg.yield %r : f32
+  }} -> tensor<2x8x8xf32>
+  return %m : tensor<2x8x8xf32>
+}}
+"""
+
+
+def _mask_value(body: str):
+    context = ir.Context()
+    module = parse(_MASK.format(body=body), context)
+    func = module.body.operations[0]
+    return context, module, list(func.regions[0].blocks[0].operations)[-1].operands[0]
+
+
+_CAUSAL_BODY = (
+    "%c = arith.cmpi sgt, %k, %q : index\n%ninf = arith.constant 0xFF800000 : f32\n"
+    "%z = arith.constant 0.0 : f32\n%s = arith.select %c, %ninf, %z : f32\n"
+)
+
+
+@pytest.mark.parametrize(
+    "body, offset",
+    [
+        (_CAUSAL_BODY + "%r = arith.addf %s, %bv : f32", 0),  # plus a (finite) bias
+        # -inf + inf is NaN: not masked to -inf there
+        (
+            _CAUSAL_BODY + "%inf = arith.constant 0x7F800000 : f32\n%r = arith.addf %s, %inf : f32",
+            None,
+        ),  # fmt: skip
+        # indices cast to i8 wrap (200 is -56): no longer k > q
+        (
+            "%k8 = arith.index_cast %k : index to i8\n%q8 = arith.index_cast %q : index to i8\n"
+            "%c = arith.cmpi sgt, %k8, %q8 : i8\n%ninf = arith.constant 0xFF800000 : f32\n"
+            "%z = arith.constant 0.0 : f32\n%r = arith.select %c, %ninf, %z : f32",
+            None,
+        ),  # fmt: skip
+    ],
+)
+def test_causality_of_masks_with_other_terms(body, offset):
+    context, module, mask = _mask_value(body)
+    assert causal.offset(mask, 1, 2) == offset
+
+
+def test_a_mask_reading_a_tensor_collapsed_to_rank_0_is_printed():
+    context, module, mask = _mask_value(_CAUSAL_BODY + "%r = arith.addf %s, %bv : f32")
+    code = triton_mask.mask_code(mask)
+    assert isinstance(code, triton_mask.MaskCode) and code.types == ["*fp32"]

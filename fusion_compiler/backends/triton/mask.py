@@ -55,6 +55,7 @@ _SYMBOLS = {
     "arith.divui": "//",  # of coordinates only: never negative
     "arith.remui": "%",
 }
+_HALF = ("f16", "bf16")
 _RELATIONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 # an unordered float compare holds where the ordered complement does not
 _COMPLEMENT = {"ueq": "one", "ugt": "ole", "uge": "olt", "ult": "oge", "ule": "ogt"}
@@ -64,7 +65,7 @@ _UNARY = {
     "math.exp2": "tl.math.exp2({})",
     "math.log": "tl.log({})",
     "math.log2": "tl.math.log2({})",
-    "math.sqrt": "tl.sqrt({})",
+    "math.sqrt": "tl.sqrt_rn({})",  # correctly rounded, as MLIR's
     "arith.negf": "(-{})",
     "math.tanh": "(2.0 * tl.sigmoid(2.0 * {}) - 1.0)",
 }
@@ -126,19 +127,33 @@ class _Printer:
 
     def unsigned(self, e: Expr) -> str:
         """``e`` reinterpreted as unsigned of its own width (bools are 0 and 1)."""
-        if e.type == "i1":
-            return f"({self(e)}).to(tl.int32)"
-        bits = expr.width(e.type)
+        bits = expr.width(e.type) if e.type != "i1" else 1
         if isinstance(e, Const):
             return literal(int(e.value) % 2**bits)
+        if e.type == "i1":
+            return f"({self(e)}).to(tl.int32)"
         return f"({self(e)}).to(tl.int{bits}).to(tl.uint{bits}, bitcast=True)"
 
     def op(self, e: Op) -> str:
+        text = self.value(e)
+        if e.type in _HALF and e.name not in expr.CASTS:
+            # Triton computes a literal or a where of two in fp32: round to MLIR's type
+            # (an fp32 op on half values, rounded once, is the half op's result)
+            return f"({text}).to({_TYPES[e.type]})"
+        return text
+
+    def value(self, e: Op) -> str:
         name = e.name
         args = [self(o) for o in e.operands]
+        if name in ("arith.maxsi", "arith.minsi") and e.type == "i1":  # true is -1
+            return f"({args[0]} {'&' if name == 'arith.maxsi' else '|'} {args[1]})"
+        if name == "arith.divf" and e.type == "f32":
+            return f"tl.math.div_rn({args[0]}, {args[1]})"  # correctly rounded, as MLIR's
         if name in _SYMBOLS:
             return f"({args[0]} {_SYMBOLS[name]} {args[1]})"
         if name in _UNARY:
+            if e.type in _HALF and name != "arith.negf":  # Triton's math takes fp32
+                args = [f"({a}).to(tl.float32)" for a in args]
             return _UNARY[name].format(args[0])
         if name in _MAX_MIN:
             return _MAX_MIN[name].format(*args)
@@ -158,9 +173,14 @@ class _Printer:
         if predicate[0] == "u":
             args = [self.unsigned(a), self.unsigned(b)]
         elif a.type == "i1" and predicate not in ("eq", "ne"):  # signed i1: true is -1
-            args = [f"(-({t}).to(tl.int32))" for t in args]
+            args = [self.signed_bool(o) for o in e.operands]
         relation = predicate if predicate in ("eq", "ne") else predicate[1:]
         return f"({args[0]} {_RELATIONS[relation]} {args[1]})"
+
+    def signed_bool(self, e: Expr) -> str:
+        if isinstance(e, Const):
+            return literal(-int(e.value))
+        return f"(-({self(e)}).to(tl.int32))"
 
     def cmpf(self, predicate: str, a: str, b: str) -> str:
         if predicate in _COMPLEMENT:
@@ -179,8 +199,8 @@ class _Printer:
 
     def cast(self, e: Op, text: str) -> str:
         source, target, name = e.operands[0].type, e.type, e.name
-        if target == "i1" and name == "arith.trunci":
-            return f"((({text}) & 1) != 0)"
+        if target == "i1" and source != "i1" and name != "arith.fptosi":
+            return f"((({text}) & 1) != 0)"  # an integer to i1 keeps its low bit
         to = "tl.int64" if target == "index" else _TYPES.get(target)
         if to is None:
             raise Unsupported(f"a cast to {target}")
