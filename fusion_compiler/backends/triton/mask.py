@@ -56,6 +56,11 @@ _SYMBOLS = {
     "arith.remui": "%",
 }
 _HALF = ("f16", "bf16")
+# the ops whose result a half type rounds
+_ROUNDED = frozenset(
+    ("arith.addf", "arith.subf", "arith.mulf", "arith.divf", "math.exp", "math.exp2",
+     "math.log", "math.log2", "math.sqrt", "math.tanh")
+)  # fmt: skip
 _RELATIONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 # an unordered float compare holds where the ordered complement does not
 _COMPLEMENT = {"ueq": "one", "ugt": "ole", "uge": "olt", "ult": "oge", "ule": "ogt"}
@@ -136,9 +141,10 @@ class _Printer:
 
     def op(self, e: Op) -> str:
         text = self.value(e)
-        if e.type in _HALF and e.name not in expr.CASTS:
-            # Triton computes a literal or a where of two in fp32: round to MLIR's type
-            # (an fp32 op on half values, rounded once, is the half op's result)
+        if e.type in _HALF and e.name in _ROUNDED:
+            # Triton computes with a literal (or a where of two) in fp32: round to MLIR's
+            # type (an fp32 op on half values, rounded once, is the half op's result);
+            # selects, max/min, negation and abs return an operand's value as it is
             return f"({text}).to({_TYPES[e.type]})"
         return text
 
