@@ -114,7 +114,8 @@ _EMPTY = "fusion-fold-empty"
 # Attention found, every mask of it (SDPA's boolean ones too) additive, empty ones folded.
 _DETECT = ("fusion-detect-attention", *_CLEANUP, "fusion-additive-mask", _EMPTY)
 # llvm-cpu cannot link a conversion of an integer to bf16: made through f32 (as PyTorch
-# rounds it), on the CPU only (the GPU targets convert directly).
+# rounds it), on the CPU only (the GPU targets convert directly), and last: the integer
+# ops it writes would hide a bf16 scale constant from detection.
 _CPU_BF16 = "fusion-bf16-via-f32"
 # llvm-cpu keeps the rows of a producer fused into a softmax's dispatch on the stack, with
 # no bound over a dynamic extent: such a softmax reads its input from memory.
@@ -124,13 +125,13 @@ _CPU_SOFTMAX = "fusion-softmax-input-in-memory"
 _TILE_AND_FUSE = ("fusion-tile-and-fuse", "canonicalize")
 DEFAULT_PIPELINES: dict[str, tuple[str, ...]] = {
     "cpu": (
-        _CPU_BF16,
         *_DETECT,
         *_TILE_AND_FUSE,
         _SAFE_HEAD_DIM,
         _GUARD,
         "fusion-find-softmax",
         _CPU_SOFTMAX,
+        _CPU_BF16,
     ),
     "cuda": (
         *_DETECT,
@@ -210,7 +211,7 @@ def pipeline(target: str, attention: str = "auto", kernel_arch: str | None = Non
             f"unknown attention mode {attention!r}; expected one of: {', '.join(ATTENTION_MODES)}"
         )
     if target == "cpu" and attention in ("auto", "online-softmax"):
-        return [_CPU_BF16, *online_softmax_pipeline(*_CPU_BLOCKS), _CPU_SOFTMAX]
+        return [*online_softmax_pipeline(*_CPU_BLOCKS), _CPU_SOFTMAX, _CPU_BF16]
     if attention == "online-softmax":
         return list(ONLINE_SOFTMAX_PIPELINE)
     if attention == "auto" and kernel_arch is not None and target == "cuda":

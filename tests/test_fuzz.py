@@ -436,6 +436,23 @@ FOUND = [
         bias="alibi",
         seed=1500,
     ),
+    # bf16 scores scaled by a Python number (truncf of an f64 constant to bf16): with
+    # fusion-bf16-via-f32 first, its integer ops hid the constant and nothing was fused
+    # (fixed: the pass runs last; found by the long profile, seed 606).
+    Case(
+        path="bmm",
+        batch=2,
+        heads=1,
+        kv_heads=1,
+        nq=2,
+        nk=7,
+        head_dim=128,
+        dtype="bfloat16",
+        upcast="before-mask",
+        fill="finfo.min",
+        view4d=False,
+        seed=2,
+    ),
 ]
 
 
