@@ -13,7 +13,6 @@ The causality proof reads the tree; each backend prints it (Triton, GLSL).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -598,10 +597,6 @@ def fold(op: Op) -> Expr:
     return op
 
 
-def constant(expr: Expr) -> float | int | bool | None:
-    return expr.value if isinstance(expr, Const) else None
-
-
 def leaves(expr: Expr) -> list[Load]:
     """The tensor reads in ``expr``, each once, in slot order."""
     found: dict[int, Load] = {}
@@ -617,8 +612,3 @@ def leaves(expr: Expr) -> list[Load]:
 
     visit(expr)
     return [found[s] for s in sorted(found)]
-
-
-def is_neg_inf(expr: Expr) -> bool:
-    value = constant(expr)
-    return isinstance(value, float) and value == -math.inf
