@@ -29,7 +29,7 @@ from fusion_compiler.backends.triton.spec import ENTRIES
 from fusion_compiler.ir import ir
 
 NAME = "fusion-kernel-attention"
-# the tiles of warp_specialized.py's kernel (Spec.warp_specialized), for how many programs fit
+# the tiles of warp_specialized.py's kernel (TritonSpec.warp_specialized), for how many programs fit
 _PRODUCER_WARP_TILES = schedules.Tiles(64, 64, 4, 3)
 
 
@@ -86,7 +86,7 @@ def _run(module: ir.Operation, options: Options) -> None:
         if isinstance(form, str):
             remarks.emit(op.location, f"attention left to IREE's code generation: {form}")
             continue
-        plan = plan_kernel(op, form, _tiles(op, options))
+        plan = plan_kernel(op, form, tiles=_tiles(op, options))
         if isinstance(plan, str):
             remarks.emit(op.location, f"attention left to IREE's code generation: {plan}")
             continue

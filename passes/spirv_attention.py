@@ -48,9 +48,7 @@ def _lower(op: ir.Operation, symbol: str) -> None:
     form = linalg_ext.layout(op, allow_dynamic=True)
     if isinstance(form, str):
         return leave(form)
-    d = ir.RankedTensorType(op.operands[0].type).shape[2]
-    dv = ir.RankedTensorType(op.operands[2].type).shape[2]
-    plan = plan_kernel(op, form, glsl.tiles(d, dv), target="vulkan", dtypes=("f16", "bf16", "f32"))
+    plan = plan_kernel(op, form, target="vulkan", dtypes=("f16", "bf16", "f32"))
     if isinstance(plan, str):
         return leave(plan)
     shapes = [list(ir.RankedTensorType(v.type).shape) for v in plan.inputs]

@@ -21,6 +21,7 @@ from variants import Attention
 
 import fusion_compiler as fc
 from fusion_compiler.backends.vulkan import glsl as spirv
+from fusion_compiler.backends.vulkan.spec import VulkanSpec, block_n
 from fusion_compiler.errors import FusionCompilerError
 
 # compiles many models: left out of the edit loop (-m 'not slow'), run in CI
@@ -132,7 +133,7 @@ def test_kernel_compiler_missing_says_what_to_install(monkeypatch, tmp_path) -> 
     monkeypatch.setattr(spirv, "compiler", lambda: None)
     monkeypatch.setenv("FUSION_COMPILER_CACHE", str(tmp_path))  # nothing cached
     view = (64 * 32, 0, 1, 32, 1)
-    spec = spirv.Spec(
+    spec = VulkanSpec(
         dtype="f32",
         mask_dtype=None,
         batch=1,
@@ -144,8 +145,7 @@ def test_kernel_compiler_missing_says_what_to_install(monkeypatch, tmp_path) -> 
         causal_offset=None,
         qk_scale=0.25,
         score="x",
-        target="vulkan",
-        **spirv.tiles(32, 32),
+        block_n=block_n(32, 32),
     )
     with pytest.raises(fc.FusionCompilerError, match="apt install glslang-tools"):
         spirv.compile_kernel(spec)

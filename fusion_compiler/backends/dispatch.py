@@ -2,26 +2,28 @@
 
 The binary (a cubin from Triton for CUDA, SPIR-V from the GLSL shader for Vulkan) travels
 inside the executable's objects; IREE links it as the executable for that target and
-dispatches it like its own. Each dispatch carries its kernel's Spec as JSON
+dispatches it like its own. Each dispatch carries its kernel's spec as JSON
 (``MARKER``), readable in the IR dumps.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 
 from fusion_compiler.backends.plan import KernelPlan, OutputPlan
-from fusion_compiler.backends.triton.spec import Kernel, Spec
+from fusion_compiler.backends.spec import Kernel, Problem
+from fusion_compiler.backends.triton.spec import TritonSpec
+from fusion_compiler.backends.vulkan.spec import VulkanSpec
 from fusion_compiler.ir import dialects, ir
 
 _EXECUTABLE_TARGETS = {
     "cuda": '#hal.executable.target<"cuda", "cuda-nvptx-fb">',
     "vulkan": '#hal.executable.target<"vulkan-spirv", "vulkan-spirv-fb">',
 }
-# On each kernel dispatch: the kernel's Spec as JSON, readable in the IR dumps (and how
+# On each kernel dispatch: the kernel's spec as JSON, readable in the IR dumps (and how
 # fused attentions are still counted and tests rebuild the kernel).
 MARKER = "fusion.attention_kernel"
+_SPECS: dict[str, type[Problem]] = {"cuda": TritonSpec, "vulkan": VulkanSpec}
 
 
 def _shape(value: ir.Value) -> list[int]:
@@ -151,8 +153,9 @@ def build_dispatch(
     Bindings follow the kernel's parameters: Q, K, V, the mask (Q again without one),
     the sizes (Q again while static), the output, then two scratch results for the
     pointers Triton appends. Inputs are the tensors the kernel's views read in place; the
-    result replaces the plan's output. A split-KV spec writes a float32 buffer of partial
-    results that a second dispatch (``kernels["combine"]``) merges into the output.
+    result replaces the plan's output. With a ``kernels["combine"]`` (a split-KV
+    TritonSpec) the kernel writes a float32 buffer of partial results that a second
+    dispatch of it merges into the output.
     """
     spec, inputs, plan, form = (
         kernel_plan.spec,
@@ -161,7 +164,7 @@ def build_dispatch(
         kernel_plan.form,
     )
     kernel = kernels["attention"]
-    marker = {MARKER: ir.StringAttr.get(json.dumps(asdict(spec), sort_keys=True))}
+    marker = {MARKER: ir.StringAttr.get(spec.to_json())}
     n_inputs = len(spec.pointers) - 1
     with ir.InsertionPoint(plan.replaced), op.location:
         workload, arguments = [], [*inputs]
@@ -191,7 +194,7 @@ def build_dispatch(
         while module.name != "builtin.module":
             module = module.parent
         add_executable(module, symbol, kernel, n_inputs, grid, rows)
-        if spec.splits == 1:
+        if "combine" not in kernels:
             result = _dispatch(
                 symbol,
                 kernel,
@@ -203,6 +206,7 @@ def build_dispatch(
                 programs,
             )
         else:  # static n_q: the partial results have a static size
+            assert isinstance(spec, TritonSpec)
             partial_type = ir.RankedTensorType.get([spec.partial_elements], ir.F32Type.get())
             partial = _dispatch(
                 symbol, kernel, workload, arguments, partial_type, [], marker, programs
@@ -215,13 +219,19 @@ def build_dispatch(
     return plan
 
 
-def specs_in(module: ir.Operation) -> list[Spec]:
-    """The Spec of every generated-kernel dispatch in ``module``, in order."""
-    found: list[Spec] = []
+def spec_from_json(text: str) -> Problem:
+    """The spec ``Problem.to_json`` wrote: a TritonSpec or a VulkanSpec."""
+    fields = json.loads(text)
+    return _SPECS[fields.pop("target")](**fields)
+
+
+def specs_in(module: ir.Operation) -> list[Problem]:
+    """The spec of every generated-kernel dispatch in ``module``, in order."""
+    found: list[Problem] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name == "flow.dispatch" and MARKER in op.attributes:
-            found.append(Spec(**json.loads(ir.StringAttr(op.attributes[MARKER]).value)))
+            found.append(spec_from_json(ir.StringAttr(op.attributes[MARKER]).value))
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)

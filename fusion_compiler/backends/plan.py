@@ -1,4 +1,4 @@
-"""An attention op -> the kernel it needs: its Spec, the tensors it reads, where it writes.
+"""An attention op -> the kernel it needs: its spec, the tensors it reads, where it writes.
 
 The kernel is specialised from the op: element types, sizes, K layout, the causal
 offset proven from the mask's producers (the mask is then dropped), any other mask
@@ -12,16 +12,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fusion_compiler.backends.triton import mask as kernel_mask
-from fusion_compiler.backends.triton.mask import MaskCode
-from fusion_compiler.backends.triton.spec import (
-    Spec,
+from fusion_compiler.backends.spec import (
+    Problem,
     Stride,
     View,
     contiguous,
     contiguous_strides,
 )
+from fusion_compiler.backends.triton import mask as kernel_mask
+from fusion_compiler.backends.triton.mask import MaskCode
+from fusion_compiler.backends.triton.spec import TritonSpec
 from fusion_compiler.backends.vulkan import glsl
+from fusion_compiler.backends.vulkan import spec as vulkan_spec
 from fusion_compiler.dialects import causal, linalg, linalg_ext
 from fusion_compiler.dialects.builders import dims
 from fusion_compiler.dialects.linalg_ext import LOG2E, Layout
@@ -231,10 +233,10 @@ def _mask_plan(op: ir.Operation, form: Layout) -> str | MaskCode | None:
 
 @dataclass(frozen=True)
 class KernelPlan:
-    """What lowering one attention to a kernel needs: the kernel's Spec, the tensors
-    its dispatch takes, and where its result goes."""
+    """What lowering one attention to a kernel needs: the kernel's spec (a TritonSpec
+    or a VulkanSpec), the tensors its dispatch takes, and where its result goes."""
 
-    spec: Spec
+    spec: Problem
     inputs: list[ir.Value]  # Q, K, V and the mask's, as the kernel's views read them
     output: OutputPlan
     form: Layout
@@ -243,13 +245,14 @@ class KernelPlan:
 def plan_kernel(
     op: ir.Operation,
     form: Layout,
-    tiles: dict[str, int],
     target: str = "cuda",
+    tiles: dict[str, int] | None = None,
     dtypes: tuple[str, ...] = ("f16", "bf16"),
 ) -> KernelPlan | str:
-    """The kernel ``op`` needs on ``target`` ("cuda" or "vulkan"), or why the kernel
-    path cannot take it. Q, K and V must be of one of ``dtypes``; on Vulkan a mask that
-    is not purely causal is read, not computed in the kernel."""
+    """The kernel ``op`` needs on ``target``, or why the kernel path cannot take it:
+    "cuda", a TritonSpec with ``tiles`` (its tile, warp and schedule fields); "vulkan", a
+    VulkanSpec, where a mask that is not purely causal is read, not computed in the
+    kernel. Q, K and V must be of one of ``dtypes``."""
     q, k, v, scale = list(op.operands)[:4]
     dtype = _element(q)
     if dtype not in dtypes or _element(k) != dtype or _element(v) != dtype:
@@ -285,7 +288,7 @@ def plan_kernel(
         plan = output_plan(op)
     except ValueError as why:  # a dynamic size the views cannot express
         return str(why)
-    spec = Spec(
+    problem = dict(
         dtype=dtype,
         mask_dtype=mask_dtype,
         batch=batch,
@@ -296,14 +299,20 @@ def plan_kernel(
         views=(*views, plan.view),
         causal_offset=form.causal_offset,
         qk_scale=scale_value * LOG2E,
-        score=score,
         out_dtype=None if out_dtype == dtype else out_dtype,
         kv_group=group,
-        mask_expr=mask.expr if isinstance(mask, MaskCode) else None,
-        mask_inputs=tuple(mask.types) if isinstance(mask, MaskCode) else (),
         mask_swamps=linalg_ext.swamping_fill(op.operands[4]) if mask is not None else None,
         mask_replaces=mask is not None and linalg_ext.mask_replaces(op),
-        target=target,
-        **tiles,
     )
+    spec: Problem
+    if target == "vulkan":
+        spec = vulkan_spec.VulkanSpec(**problem, score=score, block_n=vulkan_spec.block_n(d, dv))
+    else:
+        spec = TritonSpec(
+            **problem,
+            score=score,
+            mask_expr=mask.expr if isinstance(mask, MaskCode) else None,
+            mask_inputs=tuple(mask.types) if isinstance(mask, MaskCode) else (),
+            **(tiles or {}),
+        )
     return KernelPlan(spec, inputs, plan, form)

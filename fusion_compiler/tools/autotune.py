@@ -69,7 +69,7 @@ def time_ms(call, repeats: int) -> float:
 
 def use_torch_scratch() -> None:
     """Gives Triton's launcher torch's CUDA allocator for the global scratch of kernels
-    that make TMA descriptors on the GPU (``Spec.tma_kv``)."""
+    that make TMA descriptors on the GPU (``TritonSpec.tma_kv``)."""
     import torch
     import triton
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from fusion_compiler.backends.triton.kernel import load_source
-from fusion_compiler.backends.triton.spec import Spec
+from fusion_compiler.backends.triton.spec import TritonSpec
 
 _DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 
@@ -24,7 +24,7 @@ def main(path: Path) -> None:
     from triton.runtime import interpreter
 
     call = torch.load(path)
-    spec = Spec(**call["spec"])
+    spec = TritonSpec(**call["spec"])
     q, k, v, mask, sizes = call["args"]
     n_q = int(sizes[0]) if spec.dynamic else spec.n_q
     out = torch.empty(spec.batch, n_q, spec.dv, dtype=_DTYPES[spec.out_dtype or spec.dtype])

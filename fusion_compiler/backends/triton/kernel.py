@@ -1,11 +1,12 @@
-"""An sm_90 attention kernel: generated from its Spec, compiled ahead of time to a cubin.
+"""An sm_90 attention kernel: generated from its TritonSpec, compiled ahead of time.
 
 ``attention.py.tmpl`` is the kernel, a ``string.Template``; ``source_of`` fills it for a
-``Spec`` and ``compile_kernel`` turns that into a cubin for an NVIDIA architecture with
-Triton, on a machine with no GPU. Persistent causal attention over contiguous operands
-(``Spec.warp_specialized``) gets ``warp_specialized.py`` instead: the same tiles and tile
-order with a producer warp, in Gluon. Kernels are cached (``backends.cache``) on their
-source, every file it or the compile step reads, the Spec, the entry and Triton's version.
+``TritonSpec`` and ``compile_kernel`` turns that into a cubin for an NVIDIA architecture
+with Triton, on a machine with no GPU. Persistent causal attention over contiguous
+operands (``TritonSpec.warp_specialized``) gets ``warp_specialized.py`` instead: the same
+tiles and tile order with a producer warp, in Gluon. Kernels are cached
+(``backends.cache``) on their source, every file it or the compile step reads, the spec,
+the entry and Triton's version.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from pathlib import Path
 from string import Template
 
 from fusion_compiler.backends.cache import cache_entry
-from fusion_compiler.backends.triton.spec import Kernel, Spec, View
+from fusion_compiler.backends.spec import Kernel, View
+from fusion_compiler.backends.triton.spec import HIDDEN_POINTERS, TritonSpec
 from fusion_compiler.errors import FusionCompilerError
 
 _HERE = Path(__file__).parent
@@ -27,7 +29,14 @@ _TEMPLATE = _HERE / "attention.py.tmpl"
 _WARP_SPECIALIZED = _HERE / "warp_specialized.py"
 # what a kernel's binary depends on besides its generated source: the kernels it
 # imports, its spec's constants and this module's compile options
-_READ = (_TEMPLATE, _WARP_SPECIALIZED, _HERE / "tiles.py", _HERE / "spec.py", Path(__file__))
+_READ = (
+    _TEMPLATE,
+    _WARP_SPECIALIZED,
+    _HERE / "tiles.py",
+    _HERE / "spec.py",
+    _HERE.parent / "spec.py",
+    Path(__file__),
+)
 # registers per thread of the warp-specialized kernel: two programs (8 warps each) per
 # multiprocessor; its warpgroup gets 120 * 256 / 128 - 24 = 216 of them (H200, causal N1024
 # D128: 44.5 us against 44.9 with 112 and 48.2 with 128 without the TMA store)
@@ -36,7 +45,7 @@ WS_MAX_REGISTERS = 120
 # it was 0.98-1.05 of the template's, and slower with GQA at 8192)
 WS_FULL_KEYS = 2048
 _TRITON_TYPES = {"f16": "fp16", "bf16": "bf16", "f32": "fp32"}
-# the template's placeholders where the Spec asks for nothing of its own
+# the template's placeholders where the spec asks for nothing of its own
 _READ_MASK = (
     "tl.load(Mask + _m_offsets(batch, rows[:, None], keys[None, :], n_q, n_k), "
     "mask=inside, other=0.0)"
@@ -60,7 +69,7 @@ def _offsets_expression(view: View) -> str:
     return f"{batch} + rows * ({sr}) + cols * ({sc})"
 
 
-def source_of(spec: Spec) -> str:
+def source_of(spec: TritonSpec) -> str:
     """The template filled in for ``spec``: the score region, the mask (read, or computed
     from the tensors its producers start from), the operands' views and, with TMA_KV, the
     descriptors of K and V and their tiles."""
@@ -89,7 +98,7 @@ def source_of(spec: Spec) -> str:
     return Template(_TEMPLATE.read_text()).substitute(fields)
 
 
-def with_producer_warp(spec: Spec, resident: int) -> Spec:
+def with_producer_warp(spec: TritonSpec, resident: int) -> TritonSpec:
     """``spec``, or for full attention over at most ``WS_FULL_KEYS`` keys that
     ``warp_specialized.py`` can take, with more 64-row tiles than ``resident`` programs, the same
     attention in that kernel's tiles: 64x64, 3 stages, ``resident`` persistent programs
@@ -104,7 +113,7 @@ def with_producer_warp(spec: Spec, resident: int) -> Spec:
     return candidate
 
 
-def kernel_source(spec: Spec) -> str:
+def kernel_source(spec: TritonSpec) -> str:
     """The source ``compile_kernel`` compiles: ``warp_specialized.py`` for a warp-specialized
     spec, else the generated template (``source_of``, which Triton's interpreter runs)."""
     return _WARP_SPECIALIZED.read_text() if spec.warp_specialized else source_of(spec)
@@ -117,14 +126,13 @@ def _triton_version() -> str:
         return "none"  # compile_kernel says what to install
 
 
-def _key_parts(source: str, spec: Spec, entry: str) -> list[str]:
+def _key_parts(source: str, spec: TritonSpec, entry: str) -> list[str]:
     """What the cubin of ``spec``'s ``entry`` depends on (``backends.cache``)."""
     read = [path.read_text() for path in _READ]
-    spec_json = json.dumps(asdict(spec), sort_keys=True)
-    return [source, *read, spec_json, entry, f"triton {_triton_version()}"]
+    return [source, *read, spec.to_json(), entry, f"triton {_triton_version()}"]
 
 
-def compile_kernel(spec: Spec, entry: str = "attention") -> Kernel:
+def compile_kernel(spec: TritonSpec, entry: str = "attention") -> Kernel:
     """The cubin of ``spec``'s ``entry`` kernel (``attention``, or ``combine`` after a
     split-KV attention), from the cache when the same kernel was built before."""
     source = kernel_source(spec)
@@ -139,6 +147,7 @@ def compile_kernel(spec: Spec, entry: str = "attention") -> Kernel:
             meta["threads"],
             key,
             scratch_bytes=meta.get("scratch", 0),
+            hidden_pointers=HIDDEN_POINTERS,
         )
     directory.mkdir(parents=True, exist_ok=True)
     source_path = directory / "kernel.py"
@@ -151,6 +160,7 @@ def compile_kernel(spec: Spec, entry: str = "attention") -> Kernel:
         compiled.metadata.num_warps * 32,
         key,
         scratch_bytes=compiled.metadata.global_scratch_size,
+        hidden_pointers=HIDDEN_POINTERS,
     )
     cubin_path.write_bytes(kernel.binary)
     meta = {
@@ -163,7 +173,7 @@ def compile_kernel(spec: Spec, entry: str = "attention") -> Kernel:
     return kernel
 
 
-def load_source(spec: Spec, directory: Path, entry: str = "attention") -> object:
+def load_source(spec: TritonSpec, directory: Path, entry: str = "attention") -> object:
     """The generated ``entry`` kernel as a Triton JIT function (the source is written to
     ``directory``: Triton reads a kernel's source from its file)."""
     path = directory / "kernel.py"
@@ -171,7 +181,7 @@ def load_source(spec: Spec, directory: Path, entry: str = "attention") -> object
     return getattr(_import(path), entry)
 
 
-def run_interpreted(spec: Spec, q, k, v, mask=None, sizes=None):  # torch tensors -> tensor
+def run_interpreted(spec: TritonSpec, q, k, v, mask=None, sizes=None):  # tensors -> tensor
     """Runs the generated kernel on the CPU with Triton's interpreter: how the kernel's
     numerics are tested where there is no GPU. Q (batch, n_q, d), K (batch // kv_group,
     n_k, d) or its transpose, V (batch // kv_group, n_k, dv), mask (batch, n_q, n_k), or
@@ -205,7 +215,7 @@ def _import(path: Path):
     return module
 
 
-def _triton_compile(spec: Spec, source_path: Path, entry: str):  # -> triton CompiledKernel
+def _triton_compile(spec: TritonSpec, source_path: Path, entry: str):  # -> CompiledKernel
     try:
         import triton
         from triton.backends.compiler import GPUTarget

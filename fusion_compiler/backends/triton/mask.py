@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from fusion_compiler.backends.triton.spec import contiguous_strides
+from fusion_compiler.backends.spec import contiguous_strides
 from fusion_compiler.dialects import expr
 from fusion_compiler.dialects.expr import Arg, Const, Expr, Index, Load, Op, Unsupported
 from fusion_compiler.ir import ir

@@ -12,7 +12,8 @@ import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from fusion_compiler.backends.triton.spec import Spec, contiguous, padded
+from fusion_compiler.backends.spec import contiguous
+from fusion_compiler.backends.triton.spec import TritonSpec, padded
 
 TABLE = Path(__file__).with_name("schedules.json")
 _SHARED_BYTES = 227 * 1024  # per block on sm_90
@@ -121,13 +122,13 @@ def fit(
 
 def plain_spec(
     tiles: Tiles, batch: int, n: int, d: int, causal: bool, kv_group: int = 1, n_k: int = 0
-) -> Spec:
+) -> TritonSpec:
     """The kernel for fp16 attention over contiguous (batch, n, d) operands (K and V:
     (batch // kv_group, n_k or n, d)), no mask, scale d^-0.5, with these tiles: what
     fusion-autotune and the schedule benchmarks time."""
     n_k = n_k or n
     q_view, kv_view = contiguous(n, d), contiguous(n_k, d)
-    return Spec(
+    return TritonSpec(
         dtype="f16",
         mask_dtype=None,
         batch=batch,

@@ -1,15 +1,16 @@
-"""The sm_90 attention kernel's spec: one attention as the kernel sees it.
+"""The sm_90 attention kernel's spec: the attention (``backends.spec.Problem``) and the
+kernel's own choices.
 
-A ``Spec`` fixes everything about one attention (dtypes, sizes, head dims, the strided
-views its operands are read through, causal offset, mask, the score function generated
-from the op's score region, tiles and warps); its constants are the template's
-``constexpr`` parameters. The Vulkan shader takes the same Spec with target "vulkan".
-A ``Kernel`` is a compiled binary and what launching it needs.
+A ``TritonSpec`` adds to the problem the score function as Triton code, a mask computed
+in the kernel from its producers, tiles and warps, split-KV, packed GQA heads and
+persistent programs; its constants are the template's ``constexpr`` parameters.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from fusion_compiler.backends.spec import Problem, View
 
 # finfo(f32).min (linalg_ext.LOWEST_F32; this module is read without the compiler)
 _LOWEST_F32 = -3.4028234663852886e38
@@ -17,37 +18,6 @@ _LOWEST_F32 = -3.4028234663852886e38
 HIDDEN_POINTERS = 2
 COMBINE_BLOCK = 16  # rows per program of the split-KV combine kernel
 ENTRIES = ("attention", "combine")  # the template's kernels
-
-
-# (SB, SH, H, SR, SC) of a strided operand; a stride is a number, or a Triton expression
-# of n_q and n_k (e.g. "n_q * 64") when a sequence length is dynamic
-Stride = int | str
-View = tuple[Stride, Stride, int, Stride, Stride]
-
-
-def product(*factors: Stride) -> Stride:
-    """A stride times another: a number while every factor is one, else an expression."""
-    numbers = [f for f in factors if isinstance(f, int)]
-    value = 1
-    for f in numbers:
-        value *= f
-    names = [f for f in factors if isinstance(f, str)]
-    if not names:
-        return value
-    return " * ".join([*names, *([str(value)] if value != 1 else [])])
-
-
-def contiguous_strides(sizes: list[Stride]) -> list[Stride]:
-    """The strides of a row-major tensor of ``sizes`` (numbers or expressions)."""
-    strides: list[Stride] = [1] * len(sizes)
-    for i in reversed(range(len(sizes) - 1)):
-        strides[i] = product(strides[i + 1], sizes[i + 1])
-    return strides
-
-
-def contiguous(rows: Stride, cols: Stride) -> View:
-    """The view of a contiguous (batch, rows, cols) tensor."""
-    return (product(rows, cols), 0, 1, cols, 1)
 
 
 def describable(view: View, cols: int) -> bool:
@@ -70,40 +40,22 @@ def packed(view: View, rows: int, cols: int) -> bool:
     return sc == 1 and sr == cols and (sb == whole if h == 1 else (sh == whole and sb == h * whole))
 
 
-@dataclass(frozen=True)
-class Spec:
-    """One attention, as the kernel sees it: sizes and choices are all compile-time."""
+@dataclass(frozen=True, kw_only=True)
+class TritonSpec(Problem):
+    """One attention and the sm_90 kernel generated for it."""
 
-    dtype: str  # element type of Q, K and V: f16 | bf16
-    mask_dtype: str | None  # element type of the additive mask, None without one
-    batch: int
-    n_q: int  # -1: dynamic, read at run time
-    n_k: int
-    d: int
-    dv: int
-    views: tuple[View, ...]  # Q, K, V, mask, output: (SB, SH, H, SR, SC), see the template
-    causal_offset: int | None
-    qk_scale: float  # scale · log2(e)
-    score: str  # the score region: an expression of ``x`` in the target's language, base 2
+    target = "cuda"
+
+    score: str  # the score region: a Triton expression of ``x``, base 2
     block_m: int
     block_n: int
     num_warps: int
     num_stages: int
     arch: int = 90  # sm_90 -> sm_90a code
-    out_dtype: str | None = None  # of the output, when not ``dtype`` (f32 in upcast models)
-    kv_group: int = 1  # query heads per K/V head (GQA): K and V hold batch // kv_group
     # the mask computed in the kernel: a Triton expression of batch, rows, keys and the
     # inputs L0, L1, ... (their pointer types in ``mask_inputs``), instead of read
     mask_expr: str | None = None
     mask_inputs: tuple[str, ...] = ()
-    # mask values at or below this swamp the score they are added to in the mask's type
-    # (fp16: finfo.min): the logit is then the fill alone, as in PyTorch; None: the mask
-    # holds no such fill (the kernel then skips the test)
-    mask_swamps: float | None = None
-    # the mask replaces the score where it is -inf (``masked_fill``), not added to it: a
-    # NaN or inf score there is dropped
-    mask_replaces: bool = False
-    target: str = "cuda"  # "cuda" (a Triton kernel for sm_{arch}) or "vulkan" (SPIR-V)
     # split-KV: programs sharing each row block's keys, their results merged by a second
     # kernel (``combine``) from a float32 buffer of ``partial_elements``; static n_q only
     splits: int = 1
@@ -114,20 +66,16 @@ class Spec:
     # programs take the (row block, batch) tiles longest first; 0: one tile per program
     persistent: int = 0
 
-    def __post_init__(self) -> None:  # views read back from JSON are lists
-        object.__setattr__(self, "views", tuple(tuple(v) for v in self.views))
+    def __post_init__(self) -> None:  # read back from JSON: lists
+        super().__post_init__()
         object.__setattr__(self, "mask_inputs", tuple(self.mask_inputs))
 
     @property
     def pointers(self) -> list[str]:
-        """The kernel's pointer parameters, in order (IREE binds them in this order)."""
+        """The kernel's pointer parameters, in order (IREE binds them in this order); the
+        sizes are bound while static too (Q there, never read)."""
         masks = [f"L{i}" for i in range(len(self.mask_inputs))] if self.mask_expr else ["Mask"]
-        sizes = ["Sizes"] if self.target == "cuda" or self.dynamic else []
-        return ["Q", "K", "V", *masks, *sizes, "Out"]
-
-    @property
-    def dynamic(self) -> bool:
-        return self.n_q < 0 or self.n_k < 0
+        return ["Q", "K", "V", *masks, "Sizes", "Out"]
 
     @property
     def tma_kv(self) -> bool:
@@ -136,8 +84,7 @@ class Spec:
         142.5 us, D64 N4096 183.0 -> 178.5, GQA N8192 1221 -> 1158; slower over 1024 keys,
         in full attention and with a program per row block)."""
         return (
-            self.target == "cuda"
-            and self.persistent > 0
+            self.persistent > 0
             and self.n_k > 2048
             and padded(self.d) <= 128
             and padded(self.dv) <= 128
@@ -155,8 +102,7 @@ class Spec:
         132-137 against 143-159, GQA N8192 1151 against 1237; full N1024 71.2 against 74.3
         (``with_producer_warp``; benchmarks/results/causal_schedules_h200.md)."""
         return (
-            self.target == "cuda"
-            and self.arch == 90
+            self.arch == 90
             and self.persistent > 0
             and self.causal_offset in (None, 0)
             and self.n_q == self.n_k
@@ -189,11 +135,6 @@ class Spec:
             # as the template's persistent programs: over short rows only
             "DESYNC": self.causal_offset is not None and self.n_k <= 2048,
         }
-
-    @property
-    def grid(self) -> tuple[int, int, int]:
-        """The launch grid of a static spec (a dynamic one: ``grid_for`` its n_q)."""
-        return self.grid_for(self.n_q)
 
     def grid_for(self, n_q: int) -> tuple[int, int, int]:
         if self.persistent:
@@ -265,22 +206,6 @@ class Spec:
             "DESYNC": bool(self.persistent) and 0 < self.n_k <= 2048,
             "TMA_KV": self.tma_kv,
         }
-
-
-@dataclass(frozen=True)
-class Kernel:
-    name: str
-    binary: bytes  # a cubin, or SPIR-V for target "vulkan"
-    shared_bytes: int  # dynamic shared memory to request (0: none)
-    threads: int
-    source_hash: str
-    target: str = "cuda"
-    scratch_bytes: int = 0  # global scratch per program (TMA descriptors made on the GPU)
-
-    @property
-    def hidden_pointers(self) -> int:
-        """Pointer parameters the kernel compiler added after ours (Triton's scratch)."""
-        return HIDDEN_POINTERS if self.target == "cuda" else 0
 
 
 def padded(n: int) -> int:

@@ -1,7 +1,7 @@
 # Attention on sm_90 with a producer warp: the warp-specialized kernel that
 # fusion-kernel-attention uses for persistent causal attention, and full attention over
-# short rows, over contiguous D128 operands (``Spec.warp_specialized``), written in Gluon
-# (Triton's explicit-layout dialect).
+# short rows, over contiguous D128 operands (``TritonSpec.warp_specialized``), written in
+# Gluon (Triton's explicit-layout dialect).
 #
 # Persistent programs, two per multiprocessor, take the (64-row block, batch) tiles in the
 # order of the FlashAttention-2 template (``template.attention``: longest first, a

@@ -1,2 +1,3 @@
 """Vulkan attention: a FlashAttention-2 GLSL compute shader (``attention.comp``)
-specialised by a ``Spec`` and compiled to SPIR-V with glslangValidator (``glsl``)."""
+specialised by a ``VulkanSpec`` (``spec``) and compiled to SPIR-V with glslangValidator
+(``glsl``)."""

@@ -1,6 +1,6 @@
 // The FlashAttention-2 forward kernel that fusion-spirv-attention specialises for each
 // fused attention on Vulkan, compiled to SPIR-V with glslangValidator. A template: each
-// dollar-brace placeholder is replaced by kernels/spirv.py from the attention's Spec.
+// dollar-brace placeholder is replaced by glsl.source_of from the attention's VulkanSpec.
 //
 // One invocation per query row, BLOCK_M rows per workgroup; each block of BLOCK_N keys
 // and values is staged in shared memory by the whole workgroup, then every row updates

@@ -1,10 +1,11 @@
-"""FlashAttention-2 kernels for Vulkan: ``attention.comp`` specialised to a Spec, as SPIR-V.
+"""FlashAttention-2 kernels for Vulkan: ``attention.comp`` specialised to a VulkanSpec, as
+SPIR-V.
 
-The GLSL template (next to this file) takes the same Spec as the CUDA kernel, with
-target "vulkan": element types (f16, bf16 or f32), sizes (sequence lengths static, or read
-from a sizes binding), head dims, the strided views of Q, K, V, a read mask and the
-output, the causal offset, the GQA ratio and the score region (its expression tree
-printed as GLSL by ``region_expression``). ``glslangValidator`` (Debian/Ubuntu:
+The GLSL template (next to this file) is filled from a ``VulkanSpec``: element types
+(f16, bf16 or f32), sizes (sequence lengths static, or read from a sizes binding), head
+dims, the strided views of Q, K, V, a read mask and the output, the causal offset, the
+GQA ratio and the score region (its expression tree printed as GLSL by
+``region_expression``). ``glslangValidator`` (Debian/Ubuntu:
 ``glslang-tools``; the Vulkan SDK) compiles it to SPIR-V on the compiling machine;
 binaries are cached by content hash like the CUDA kernels.
 """
@@ -12,30 +13,31 @@ binaries are cached by content hash like the CUDA kernels.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
 from string import Template
 
 from fusion_compiler.backends.cache import cache_entry
-from fusion_compiler.backends.triton.spec import Kernel, Spec, View
+from fusion_compiler.backends.spec import Kernel, View
+from fusion_compiler.backends.vulkan.spec import VulkanSpec
 from fusion_compiler.dialects import expr
 from fusion_compiler.dialects.expr import Arg, Const, Expr, Op, Unsupported
 from fusion_compiler.errors import FusionCompilerError
 from fusion_compiler.ir import ir
 
-TEMPLATE = Path(__file__).with_name("attention.comp")
+_HERE = Path(__file__).parent
+TEMPLATE = _HERE / "attention.comp"
+# what a binary depends on besides its generated source
+_READ = (TEMPLATE, _HERE / "spec.py", _HERE.parent / "spec.py", Path(__file__))
 # a dynamic spec reads (n_q, n_k) from a binding before the output's
 _SIZES_BINDING = (
     "layout(set = 0, binding = 4) readonly buffer BindingSizes { int sizes_buffer[]; };"
 )
 COMPILER = "glslangValidator"
-WORKGROUP = 64  # query rows per workgroup, one per invocation
 _GLSL_TYPES = {"f16": "float16_t", "f32": "float", "bf16": "uint16_t"}
 _BF16_EXTENSION = "#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require"
 _BF16_TO_FLOAT = "float to_float(uint16_t v) { return uintBitsToFloat(uint(v) << 16); }"
@@ -53,19 +55,7 @@ _LENGTHS = re.compile(r"[0-9n_qk* ]+")  # a stride expression of n_q and n_k
 _MAX_ELEMENTS = 2**32  # offsets are 32-bit
 
 
-def block_n(d: int, dv: int) -> int:
-    """Keys per shared-memory block: K and V blocks in float32 within 16 KiB (Vulkan's
-    guaranteed minimum of shared memory)."""
-    return max(4, min(32, 4096 // (d + dv)))
-
-
-def tiles(d: int, dv: int) -> dict[str, int]:
-    """The Spec's tile fields for the Vulkan kernel."""
-    tiles = {"block_m": WORKGROUP, "block_n": block_n(d, dv), "num_warps": 2, "num_stages": 1}
-    return {**tiles, "arch": 0}  # no NVIDIA architecture
-
-
-def unsupported(spec: Spec, sizes: list[list[int]]) -> str | None:
+def unsupported(spec: VulkanSpec, sizes: list[list[int]]) -> str | None:
     """Why the Vulkan kernel cannot take ``spec`` (None: it can). ``sizes``: the shapes
     of the tensors the kernel reads and writes."""
     if spec.dtype not in _GLSL_TYPES or (spec.out_dtype or spec.dtype) not in _GLSL_TYPES:
@@ -166,7 +156,7 @@ def _view(view: View) -> str:
     return f"{batch} + row * {sr} + col * {sc}"
 
 
-def source_of(spec: Spec) -> str:
+def source_of(spec: VulkanSpec) -> str:
     """The GLSL compute shader of ``spec``."""
     q_view, k_view, v_view, m_view, o_view = spec.views
     element = _GLSL_TYPES[spec.dtype]
@@ -215,10 +205,10 @@ def _compiler_version() -> str:
     return done.stdout.strip()
 
 
-def compile_kernel(spec: Spec) -> Kernel:
+def compile_kernel(spec: VulkanSpec) -> Kernel:
     """The SPIR-V of ``spec`` (from the cache when the same kernel was built before)."""
     source = source_of(spec)
-    parts = [source, Path(__file__).read_text(), json.dumps(asdict(spec), sort_keys=True)]
+    parts = [source, *(path.read_text() for path in _READ), spec.to_json()]
     key, directory = cache_entry([*parts, f"{COMPILER} {_compiler_version()}"], prefix="spirv-")
     binary = directory / "kernel.spv"
     if not binary.exists():

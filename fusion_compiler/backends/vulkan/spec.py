@@ -1,0 +1,39 @@
+"""The Vulkan attention shader's spec: the attention (``backends.spec.Problem``) and the
+shader's own choices: the score function as GLSL and the keys per shared-memory block."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fusion_compiler.backends.spec import Problem
+
+WORKGROUP = 64  # query rows per workgroup, one per invocation
+
+
+def block_n(d: int, dv: int) -> int:
+    """Keys per shared-memory block: K and V blocks in float32 within 16 KiB (Vulkan's
+    guaranteed minimum of shared memory)."""
+    return max(4, min(32, 4096 // (d + dv)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VulkanSpec(Problem):
+    """One attention and the compute shader generated for it."""
+
+    target = "vulkan"
+
+    score: str  # the score region: a GLSL expression of ``x``, base 2
+    block_n: int  # keys per shared-memory block (``block_n``)
+
+    @property
+    def block_m(self) -> int:
+        return WORKGROUP
+
+    @property
+    def pointers(self) -> list[str]:
+        """The shader's bindings, in order: the mask is Q again without one; the sizes
+        only while dynamic."""
+        return ["Q", "K", "V", "Mask", *(["Sizes"] if self.dynamic else []), "Out"]
+
+    def grid_for(self, n_q: int) -> tuple[int, int, int]:
+        return (-(-n_q // WORKGROUP), self.batch, 1)
