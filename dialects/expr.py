@@ -101,6 +101,12 @@ CASTS = (
 OPS = frozenset((*UNARY, *BINARY, *CASTS, "arith.cmpi", "arith.cmpf", "arith.select"))
 
 
+# Half the lowest finite value of each float type: a fill this low swamps any score it is
+# added to in that type (the sum rounds to the fill), so PyTorch, adding in the mask's
+# type, sees the fill alone. Rows of nothing but such fills get equal weights.
+SWAMPS = {"f16": -32752.0, "bf16": -1.6947e38, "f32": -1.7014117e38}
+
+
 def width(type_: str) -> int:
     """Bits of an integer type (``index`` is 64 bits, as on every target here)."""
     return 64 if type_ == "index" else int(type_[1:])

@@ -2,9 +2,35 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+
 from fusion_compiler.ir import ir
 
 _RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
+
+# The elements of ``dense_resource`` constants, which the bindings cannot read back: what
+# the front end imported them from, by the resource's name (the type may change from
+# ui8 to i8 on the way to Linalg), per context while a compile runs in it
+# (``resources``). The context is held so that its id stays its own.
+_RESOURCES: dict[int, tuple[ir.Context, dict[str, np.ndarray]]] = {}
+_RESOURCES_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def resources(context: ir.Context, data: dict[str, np.ndarray]) -> Iterator[None]:
+    """Makes ``data`` (a resource's name -> its elements) what
+    ``constant_array`` reads for the dense_resource constants of ``context``."""
+    with _RESOURCES_LOCK:
+        _RESOURCES[id(context)] = (context, data)
+    try:
+        yield
+    finally:
+        with _RESOURCES_LOCK:
+            _RESOURCES.pop(id(context), None)
 
 
 def producer(value: ir.Value) -> ir.Operation | None:
@@ -28,6 +54,35 @@ def constant_value(value: ir.Value) -> float | int | bool | None:
     if isinstance(attr, ir.DenseFPElementsAttr) and attr.is_splat:
         return ir.FloatAttr(attr.get_splat_value()).value
     return None
+
+
+def resource_name(attr: ir.Attribute) -> str:
+    """The blob name of a ``dense_resource<name> : type`` attribute."""
+    return str(attr).partition(" : ")[0].removeprefix("dense_resource<").removesuffix(">")
+
+
+def constant_array(value: ir.Value) -> np.ndarray | None:
+    """The elements of the tensor an arith.constant defines, in the tensor's shape: a
+    dense attribute's, or a dense_resource's that ``resources`` holds; else None."""
+    op = producer(value)
+    if op is None or op.name != "arith.constant":
+        return None
+    attr = op.attributes["value"]
+    shape = tuple(ir.RankedTensorType(value.type).shape)
+    if str(attr).startswith("dense_resource<"):  # the bindings give it no class of its own
+        with _RESOURCES_LOCK:
+            entry = _RESOURCES.get(id(op.context))
+        array = entry[1].get(resource_name(attr)) if entry is not None else None
+    elif isinstance(attr, ir.DenseElementsAttr) and not attr.is_splat:
+        try:
+            array = np.array(attr)
+        except (TypeError, ValueError, RuntimeError):  # i1 and other packed types
+            return None
+    else:
+        return None
+    if array is None or array.size != int(np.prod(shape, dtype=np.int64)):
+        return None
+    return array.reshape(shape)
 
 
 def producer_and_reshapes(value: ir.Value) -> tuple[ir.Operation | None, list[ir.Operation]]:

@@ -18,6 +18,7 @@ from fusion_compiler.dialects.builders import (
     times,
     to_f32,
 )
+from fusion_compiler.dialects.expr import SWAMPS
 
 from fusion_compiler.ir import dialects, ir
 
@@ -29,10 +30,6 @@ ATTENTION = "iree_linalg_ext.attention"
 LOG2E = 1.4426950408889634
 
 
-# Half the lowest finite value of each mask type: a fill this low swamps any score it is
-# added to in that type (the sum rounds to the fill), so PyTorch, adding in the mask's
-# type, sees the fill alone. Rows of nothing but such fills get equal weights.
-SWAMPS = {"f16": -32752.0, "bf16": -1.6947e38, "f32": -1.7014117e38}
 LOWEST_F32 = -3.4028234663852886e38  # finfo(f32).min
 
 

@@ -24,6 +24,7 @@ FUSABLE_MASKS = [
     "causal-where",
     "causal-additive",
     "causal-iota",
+    "causal-finfo-min",
     "alibi",
     "relative-bias",
     "softcap",
@@ -37,6 +38,7 @@ class Attention(nn.Module):
     scale_on: "scores-mul", "scores-div", "q", "k" or "none".
     mask: None, "causal-tril" (bool buffer, masked_fill), "causal-where" (torch.where),
       "causal-additive" (-inf buffer added), "causal-iota" (arange compare in forward),
+      "causal-finfo-min" (torch.where with the dtype's lowest value, as transformers),
       "alibi" (slopes x distance), "relative-bias" (a learned (H, Nq, Nk) bias),
       "softcap" (cap * tanh(s / cap), as Gemma 2), "softcap-causal" (softcap, then a
       causal mask), "finite-fill" (masked_fill with -1e9; not fused: differs from -inf
@@ -63,7 +65,13 @@ class Attention(nn.Module):
         self.scale_on, self.mask, self.gqa, self.upcast = scale_on, mask, gqa, upcast
         self.scale = 1 / math.sqrt(head_dim)
         keep = torch.ones(nq, nk, dtype=torch.bool).tril(diagonal=nk - nq)
-        if mask in ("causal-tril", "causal-where", "finite-fill", "softcap-causal"):
+        if mask in (
+            "causal-tril",
+            "causal-where",
+            "causal-finfo-min",
+            "finite-fill",
+            "softcap-causal",
+        ):
             self.register_buffer("keep", keep)
         elif mask == "causal-additive":
             self.register_buffer("bias", torch.zeros(nq, nk).masked_fill(~keep, -math.inf))
@@ -101,6 +109,8 @@ class Attention(nn.Module):
             return s.masked_fill(~self.keep, float("-inf"))
         if self.mask == "causal-where":
             return torch.where(self.keep, s, float("-inf"))
+        if self.mask == "causal-finfo-min":
+            return torch.where(self.keep, s, torch.finfo(s.dtype).min)
         if self.mask == "finite-fill":
             return s.masked_fill(~self.keep, -1e9)
         if self.mask in ("causal-additive", "alibi", "relative-bias"):

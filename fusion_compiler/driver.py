@@ -12,7 +12,7 @@ from pathlib import Path
 from fusion_compiler import frontend, inputs, signature, targets
 from fusion_compiler.backends import dispatch
 from fusion_compiler.compiler import CompilerSession
-from fusion_compiler.dialects import linalg_ext, softmax
+from fusion_compiler.dialects import linalg, linalg_ext, softmax
 from fusion_compiler.errors import (
     CompileError,
     Diagnostic,
@@ -160,63 +160,65 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     dumper = IRDumper(dump_ir)
     source = frontend.load_model(model, example_args, example_kwargs, dynamic_shapes)
     filename = str(model) if isinstance(model, Path) else None
-    module, stage = frontend.import_model(source, session.context, filename or "<input>")
-    op = module.operation
-    if isinstance(source, str) and not _count(op, "func.func") + _count(op, "util.func"):
-        raise EmptyModuleError(filename or "the MLIR text")
-    dumper.write(stage.value, op)
-    result = CompiledModule(tgt, stage, None, None)
-
-    def done(at: Stage) -> CompiledModule:
-        result.stage = at
-        result.mlir = str(op.get_asm(large_elements_limit=16, assume_verified=True))
-        result._full_mlir = functools.partial(_asm, op)
-        return result
-
-    if compile_to is Stage.TORCH:
-        return done(stage)
-    # Linalg text goes through IREE's input phase too: it is where IREE adopts func.func.
-    op = _lower_to_linalg(session, op)
-    signature.attach(op)
-    if stage is Stage.TORCH:
-        stage = Stage.LINALG
+    module, stage, constants = frontend.import_model(source, session.context, filename or "<input>")
+    # the passes read the constants' elements (a registered mask's causality)
+    with linalg.resources(session.context, constants):
+        op = module.operation
+        if isinstance(source, str) and not _count(op, "func.func") + _count(op, "util.func"):
+            raise EmptyModuleError(filename or "the MLIR text")
         dumper.write(stage.value, op)
-    if compile_to is Stage.LINALG:
-        return done(stage)
+        result = CompiledModule(tgt, stage, None, None)
 
-    elements = split_pipeline(pipeline) if pipeline else default_elements
-    for element in elements:
-        found = run_pipeline(
-            op, join_pipeline([element]), reproducer_dir=dump_ir, filename=filename
+        def done(at: Stage) -> CompiledModule:
+            result.stage = at
+            result.mlir = str(op.get_asm(large_elements_limit=16, assume_verified=True))
+            result._full_mlir = functools.partial(_asm, op)
+            return result
+
+        if compile_to is Stage.TORCH:
+            return done(stage)
+        # Linalg text goes through IREE's input phase too: it is where IREE adopts func.func.
+        op = _lower_to_linalg(session, op)
+        signature.attach(op)
+        if stage is Stage.TORCH:
+            stage = Stage.LINALG
+            dumper.write(stage.value, op)
+        if compile_to is Stage.LINALG:
+            return done(stage)
+
+        elements = split_pipeline(pipeline) if pipeline else default_elements
+        for element in elements:
+            found = run_pipeline(
+                op, join_pipeline([element]), reproducer_dir=dump_ir, filename=filename
+            )
+            result.remarks += [d for d in found if d.severity in ("remark", "warning")]
+            dumper.write(element.partition("{")[0], op)
+        if remarks:
+            for remark in result.remarks:
+                print(remark, file=sys.stderr)
+        dumper.write(Stage.FUSED.value, op)
+        # Fused attentions: IREE's op, our online-softmax loop nest, or a generated kernel.
+        result.stats["attention_ops"] = _count(
+            op, linalg_ext.ATTENTION, online_softmax.MARKER, dispatch.MARKER
         )
-        result.remarks += [d for d in found if d.severity in ("remark", "warning")]
-        dumper.write(element.partition("{")[0], op)
-    if remarks:
-        for remark in result.remarks:
-            print(remark, file=sys.stderr)
-    dumper.write(Stage.FUSED.value, op)
-    # Fused attentions: IREE's op, our online-softmax loop nest, or a generated kernel.
-    result.stats["attention_ops"] = _count(
-        op, linalg_ext.ATTENTION, online_softmax.MARKER, dispatch.MARKER
-    )
-    result.stats["softmax_ops"] = sum(
-        isinstance(found, softmax.Softmax) for found in softmax.find_all(op)
-    )
-    if compile_to is Stage.FUSED:
-        return done(Stage.FUSED)
+        result.stats["softmax_ops"] = sum(
+            isinstance(found, softmax.Softmax) for found in softmax.find_all(op)
+        )
+        if compile_to is Stage.FUSED:
+            return done(Stage.FUSED)
 
-    previous = Stage.LINALG.iree_phase
-    for phase in IREE_STAGES:
-        op = session.run_phases(op, previous, phase.iree_phase)
-        previous = phase.iree_phase
-        dumper.write(phase.value, op)
-        if phase is Stage.FLOW:
-            result.stats["dispatches"] = _count(op, "flow.dispatch")
-        if phase is compile_to:
-            return done(phase)
-    result.vmfb = session.to_vmfb(op)
-    result.stage = Stage.VMFB
-    return result
+        previous = Stage.LINALG.iree_phase
+        for phase in IREE_STAGES:
+            op = session.run_phases(op, previous, phase.iree_phase)
+            previous = phase.iree_phase
+            dumper.write(phase.value, op)
+            if phase is Stage.FLOW:
+                result.stats["dispatches"] = _count(op, "flow.dispatch")
+            if phase is compile_to:
+                return done(phase)
+        result.vmfb = session.to_vmfb(op)
+        result.stage = Stage.VMFB
+        return result
 
 
 def _asm(op: ir.Operation) -> str:

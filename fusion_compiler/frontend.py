@@ -20,6 +20,7 @@ import warnings
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import sympy
 import torch
 import torch.utils._pytree as pytree
@@ -28,6 +29,7 @@ from torch.export.graph_signature import ConstantArgument, OutputKind
 from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
 from fusion_compiler import decompositions, diagnostics, inputs, signature
+from fusion_compiler.dialects import linalg
 from fusion_compiler.errors import (
     DamagedFileError,
     ExampleInputError,
@@ -36,7 +38,7 @@ from fusion_compiler.errors import (
     TrainingModeError,
     UnsupportedOpError,
 )
-from fusion_compiler.ir import FxImporter, ir, passmanager
+from fusion_compiler.ir import FxImporter, RefTracker, ir, passmanager
 from fusion_compiler.stages import Stage
 
 TORCH_LOCK = threading.RLock()
@@ -456,8 +458,11 @@ def _looks_like_path(text: str) -> bool:
 
 def import_model(
     source: torch.export.ExportedProgram | str, context: ir.Context, filename: str = "<input>"
-) -> tuple[ir.Module, Stage]:
-    """MLIR for the model and the stage it is at (torch for models, torch or linalg for text).
+) -> tuple[ir.Module, Stage, dict[str, np.ndarray]]:
+    """MLIR for the model, the stage it is at (torch for models, torch or linalg for text)
+    and the elements of its dense_resource constants (``linalg.resources``), which the
+    bindings cannot read back: by the resource's name, those of integer types and of
+    small float ones other than bf16 (none for text).
 
     A program is imported as ``functional`` gives it (a new program: the importer's
     in-place rewrites leave the caller's as it was). An operator the torch dialect has no
@@ -467,14 +472,14 @@ def import_model(
     (``signature.DIMS_KEY``) for the runtime to check calls against."""
     if not isinstance(source, torch.export.ExportedProgram):
         module = inputs.parse(source, context, filename)
-        return module, _stage_of(module)
+        return module, _stage_of(module), {}
     decompose: frozenset = frozenset()
     with TORCH_LOCK:
         while True:
             program = functional(source, decompose)
             _refuse_complex(program)
             results = _constant_outputs_dropped(program)
-            module = _import_program(program, context)
+            module, constants = _import_program(program, context)
             names = {name for name, _ in _torch_operators(module.operation)}
             composite = composite_ops(program, names) - decompose
             if not composite:
@@ -490,7 +495,7 @@ def import_model(
         signature.RESULTS_KEY: results,
     }
     _attach_to_entry_point(module.operation, {k: v for k, v in entries.items() if v})
-    return module, Stage.TORCH
+    return module, Stage.TORCH, constants
 
 
 _COMPLEX_ADVICE = (
@@ -651,8 +656,11 @@ def _attach_to_entry_point(module: ir.Operation, entries: dict[str, str]) -> Non
         module.attributes[key] = ir.DictAttr.get(entry, context=context)
 
 
-def _import_program(program: torch.export.ExportedProgram, context: ir.Context) -> ir.Module:
-    importer = FxImporter(context=context)
+def _import_program(
+    program: torch.export.ExportedProgram, context: ir.Context
+) -> tuple[ir.Module, dict[str, np.ndarray]]:
+    tracker = _KeepingTracker()
+    importer = FxImporter(context=context, py_attr_tracker=tracker)
     try:
         importer.import_frozen_program(_frozen_state(program))
     except Exception as exc:  # the importer met a value or an op it cannot type
@@ -663,7 +671,43 @@ def _import_program(program: torch.export.ExportedProgram, context: ir.Context) 
             ) from None
         reason = f"the FX importer cannot import it: {type(exc).__name__}: {exc}"
         raise UnsupportedOpError([(f"{_node_op(node)} ({reason})", _node_line(node))]) from None
-    return importer.module
+    return importer.module, _resource_elements(tracker)
+
+
+# the most elements of a float constant whose values are kept for the passes (a mask
+# buffer of 2048 x 2048 is 2^22; weights are larger and never read)
+_KEPT_FLOAT_ELEMENTS = 1 << 22
+
+
+class _KeepingTracker(RefTracker):
+    """The importer's map of tensors -> their attributes, holding the tensors it is given
+    (the frozen program's temporaries, a bool buffer made uint8, die before the passes
+    run) where the passes may read their values: integers, and small floats."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kept: list[torch.Tensor] = []
+
+    def track(self, referrent):
+        if isinstance(referrent, torch.Tensor) and (
+            not referrent.is_floating_point() or referrent.numel() <= _KEPT_FLOAT_ELEMENTS
+        ):
+            self.kept.append(referrent)
+        return super().track(referrent)
+
+
+def _resource_elements(tracker: _KeepingTracker) -> dict[str, np.ndarray]:
+    """The kept tensors the importer made dense_resource constants of, by the
+    resource's name, as numpy arrays (bf16 has no numpy type: left out)."""
+    found: dict[str, np.ndarray] = {}
+    for tensor in tracker.kept:
+        attr = RefTracker.track(tracker, tensor).value
+        if not isinstance(attr, ir.DenseResourceElementsAttr):
+            continue
+        if tensor.dtype == torch.bfloat16 or tensor.is_meta or tensor.is_complex():
+            continue
+        found[linalg.resource_name(attr)] = tensor.detach().cpu().contiguous().numpy()
+    return found
 
 
 def _node_being_imported(exc: Exception) -> torch.fx.Node | None:

@@ -32,10 +32,10 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    if name == "FxImporter":
-        from iree.compiler.extras.fx_importer import FxImporter
+    if name in ("FxImporter", "RefTracker"):
+        from iree.compiler.extras import fx_importer
 
-        return FxImporter
+        return getattr(fx_importer, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -191,6 +191,33 @@ def test_online_softmax_skips_key_blocks_above_a_proven_causal_diagonal(
     )
 
 
+CAUSAL_SPELLINGS = ["causal-tril", "causal-where", "causal-additive", "causal-finfo-min"]
+
+
+@pytest.mark.parametrize("mask", CAUSAL_SPELLINGS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_causal_masks_held_in_buffers_are_proven_causal(mask: str, dtype: torch.dtype) -> None:
+    """A registered tril buffer (masked_fill, where), an added -inf buffer and a where
+    with finfo.min: the mask's values prove it causal (offset nk - nq), the key blocks
+    past the diagonal are skipped, and the output is PyTorch's."""
+    model = Attention(2, 40, 150, 32, mask=mask)
+    module = _check(
+        model, _inputs(1, 2, 2, 40, 150, 32, dtype), fused=1, attention="online-softmax"
+    )
+    assert any("diagonal (offset 110) skipped" in r.message for r in module.remarks), module.remarks
+
+
+def test_a_finite_fill_that_leaves_rows_without_a_key_is_not_causal() -> None:
+    """finfo.min above the diagonal with the first rows keeping no key (offset -8): PyTorch
+    weighs those rows' fills equally, so no key block may be skipped; still PyTorch's."""
+    model = Attention(2, 64, 64, 32, mask="causal-finfo-min")
+    model.keep = torch.ones(64, 64, dtype=torch.bool).tril(diagonal=-8)
+    module = _check(
+        model, _inputs(1, 2, 2, 64, 64, 32, torch.float32), fused=1, attention="online-softmax"
+    )
+    assert not any("diagonal" in r.message for r in module.remarks), module.remarks
+
+
 def test_online_softmax_with_the_host_waiting_for_earlier_query_blocks() -> None:
     """16 query blocks of up to 16 key steps (256x256 blocks): having enqueued block i, the
     host waits for block i - 4 (``passes/online_softmax.py``), the fences carried in the loop."""

@@ -368,3 +368,78 @@ def test_a_mask_reading_a_tensor_collapsed_to_rank_0_is_printed():
     context, module, mask = _mask_value(_CAUSAL_BODY + "%r = arith.addf %s, %bv : f32")
     code = triton_mask.mask_code(mask)
     assert isinstance(code, triton_mask.MaskCode) and code.types == ["*fp32"]
+
+
+_FILL = {"ninf": "0xFF800000", "lowest": "0xFF7FFFFF", "minus_1e9": "-1.0e9"}
+
+
+@pytest.mark.parametrize(
+    "fill, compare, offset",
+    [
+        ("lowest", "sgt", 0),  # finfo(f32).min swamps any score: as -inf where rows keep keys
+        ("lowest", "sge", None),  # row 0 keeps no key: PyTorch weighs its fills equally
+        ("ninf", "sge", -1),  # -inf: such a row is NaN in PyTorch too
+        ("minus_1e9", "sgt", None),  # a fill that does not swamp every score
+    ],
+)
+def test_causality_of_a_finite_fill(fill, compare, offset):
+    body = (
+        f"%c = arith.cmpi {compare}, %k, %q : index\n%f = arith.constant {_FILL[fill]} : f32\n"
+        "%z = arith.constant 0.0 : f32\n%r = arith.select %c, %f, %z : f32"
+    )
+    context, module, mask = _mask_value(body)
+    assert causal.offset(mask, 1, 2) == offset
+    assert causal.is_pure(mask) == (offset is not None)
+    # with a bias beside it, a finite fill is not followed (a row could keep no key)
+    context, module, mask = _mask_value(
+        body.replace("%r = ", "%s = ") + "\n%r = arith.addf %s, %bv : f32"
+    )
+    assert causal.offset(mask, 1, 2) == (offset if fill == "ninf" else None)
+
+
+_TABLE = """
+#map2 = affine_map<(d0, d1, d2) -> (d1, d2)>
+#map3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @mask(%e: tensor<2x8x8xf32>) -> tensor<2x8x8xf32> {{
+  %t = arith.constant dense<{table}> : tensor<8x8xi8>
+  %m = linalg.generic {{indexing_maps = [#map2, #map3], iterator_types = ["parallel",
+                       "parallel", "parallel"]}} ins(%t : tensor<8x8xi8>)
+                       outs(%e : tensor<2x8x8xf32>) {{
+  ^bb0(%keep: i8, %o: f32):
+    %zero8 = arith.constant 0 : i8
+    %c = arith.cmpi ne, %keep, %zero8 : i8
+    %f = arith.constant {fill} : f32
+    %z = arith.constant 0.0 : f32
+    %r = arith.select %c, %z, %f : f32
+    linalg.yield %r : f32
+  }} -> tensor<2x8x8xf32>
+  return %m : tensor<2x8x8xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    "diagonal, flip, fill, offset",
+    [
+        (0, None, "ninf", 0),
+        (3, None, "ninf", 3),
+        (-2, None, "ninf", -2),
+        (0, None, "lowest", 0),
+        (-2, None, "lowest", None),  # rows 0 and 1 keep no key
+        (0, (5, 1), "ninf", None),  # one kept key masked: not a causal pattern
+        (0, (1, 5), "ninf", None),  # one key past the diagonal kept
+    ],
+)
+def test_causality_from_the_values_of_a_constant_mask(diagonal, flip, fill, offset):
+    """A tril table as a constant (a registered buffer): its values are computed and
+    matched against every offset's pattern."""
+    keep = np.tril(np.ones((8, 8), np.int8), diagonal)
+    if flip is not None:
+        keep[flip] = 1 - keep[flip]
+    table = "[" + ", ".join("[" + ", ".join(map(str, row)) + "]" for row in keep) + "]"
+    context = ir.Context()
+    module = parse(_TABLE.format(table=table, fill=_FILL[fill]), context)
+    func = module.body.operations[0]
+    mask = list(func.regions[0].blocks[0].operations)[-1].operands[0]
+    assert causal.offset(mask, 1, 2) == offset
+    assert causal.is_pure(mask) == (offset is not None)

@@ -41,6 +41,19 @@ CASES = {
         F16,
         dict(causal_offset=0, mask_dtype=None),
     ),
+    # masks held in buffers, proven causal from their values: the mask is dropped
+    "causal_tril_buffer": (
+        dict(mask="causal-tril", upcast=True),
+        (1, 2, 2, 96, 160, 64),
+        F16,
+        dict(causal_offset=64, mask_dtype=None, mask_expr=None),
+    ),
+    "causal_finfo_min_buffer": (
+        dict(mask="causal-finfo-min"),
+        (1, 2, 2, 128, 128, 64),
+        F16,
+        dict(causal_offset=0, mask_dtype=None, mask_expr=None),
+    ),
     "causal_d80": (
         dict(mask="causal-iota", upcast=True),
         (2, 2, 2, 96, 96, 80),
