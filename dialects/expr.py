@@ -160,6 +160,8 @@ class _Builder:
             return self.tensor(op.operands[0], _collapsed(op, coords), depth + 1)
         if op.name == "tensor.expand_shape":
             return self.tensor(op.operands[0], _expanded(op, coords), depth + 1)
+        if op.name == "tensor.extract_slice":
+            return self.tensor(op.operands[0], _sliced(op, coords), depth + 1)
         if op.name == "linalg.generic":
             return self.generic(op, coords, depth)
         return self.load(value, coords)
@@ -234,6 +236,28 @@ def _collapsed(op: ir.Operation, coords: Sequence[Expr]) -> list[Expr]:
             parts[axis] = fold(Op("arith.remui", (rest, size), "index"))
             rest = fold(Op("arith.divui", (rest, size), "index"))
         inner.extend(parts[axis] for axis in group)
+    return inner
+
+
+def _sliced(op: ir.Operation, coords: Sequence[Expr]) -> list[Expr]:
+    """The source coordinates of a static extract_slice's result at ``coords``
+    (``bias[:, :, k - q : k, :k]``); a dim the slice drops is at its offset."""
+    if len(op.operands) != 1:
+        raise Unsupported("a slice of the mask's producers at dynamic offsets or sizes")
+    offsets, sizes, strides = (
+        list(ir.DenseI64ArrayAttr(op.attributes[name]))
+        for name in ("static_offsets", "static_sizes", "static_strides")
+    )
+    result = _shape(op.results[0])
+    kept = list(range(len(sizes)))  # the source dims the result's are, in order
+    if len(result) != len(sizes):  # rank-reducing: the unit dims dropped
+        kept = [dim for dim, size in enumerate(sizes) if size != 1]
+        if [sizes[dim] for dim in kept] != result:
+            raise Unsupported("a rank-reducing slice that keeps a unit dim")
+    inner: list[Expr] = [Const(offset, "index") for offset in offsets]
+    for dim, coord in zip(kept, coords, strict=True):
+        scaled = fold(Op("arith.muli", (coord, Const(strides[dim], "index")), "index"))
+        inner[dim] = fold(Op("arith.addi", (scaled, Const(offsets[dim], "index")), "index"))
     return inner
 
 

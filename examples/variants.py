@@ -25,6 +25,7 @@ FUSABLE_MASKS = [
     "causal-additive",
     "causal-iota",
     "causal-finfo-min",
+    "causal-sliced",
     "alibi",
     "relative-bias",
     "softcap",
@@ -39,6 +40,8 @@ class Attention(nn.Module):
     mask: None, "causal-tril" (bool buffer, masked_fill), "causal-where" (torch.where),
       "causal-additive" (-inf buffer added), "causal-iota" (arange compare in forward),
       "causal-finfo-min" (torch.where with the dtype's lowest value, as transformers),
+      "causal-sliced" (GPT-2's: a (1, 1, max, max) tril buffer sliced to the call's rows
+      and keys, torch.where with finfo.min),
       "alibi" (slopes x distance), "relative-bias" (a learned (H, Nq, Nk) bias),
       "softcap" (cap * tanh(s / cap), as Gemma 2), "softcap-causal" (softcap, then a
       causal mask), "finite-fill" (masked_fill with -1e9; not fused: differs from -inf
@@ -73,6 +76,10 @@ class Attention(nn.Module):
             "softcap-causal",
         ):
             self.register_buffer("keep", keep)
+        elif mask == "causal-sliced":
+            longest = nk + 16
+            tril = torch.ones(longest, longest, dtype=torch.bool).tril()
+            self.register_buffer("keep", tril.view(1, 1, longest, longest), persistent=False)
         elif mask == "causal-additive":
             self.register_buffer("bias", torch.zeros(nq, nk).masked_fill(~keep, -math.inf))
         elif mask == "alibi":
@@ -109,6 +116,9 @@ class Attention(nn.Module):
             return s.masked_fill(~self.keep, float("-inf"))
         if self.mask == "causal-where":
             return torch.where(self.keep, s, float("-inf"))
+        if self.mask == "causal-sliced":
+            keep = self.keep[:, :, nk - nq : nk, :nk]
+            return torch.where(keep, s, torch.full([], torch.finfo(s.dtype).min, dtype=s.dtype))
         if self.mask == "causal-finfo-min":
             return torch.where(self.keep, s, torch.finfo(s.dtype).min)
         if self.mask == "finite-fill":

@@ -191,14 +191,21 @@ def test_online_softmax_skips_key_blocks_above_a_proven_causal_diagonal(
     )
 
 
-CAUSAL_SPELLINGS = ["causal-tril", "causal-where", "causal-additive", "causal-finfo-min"]
+CAUSAL_SPELLINGS = [
+    "causal-tril",
+    "causal-where",
+    "causal-additive",
+    "causal-finfo-min",
+    "causal-sliced",
+]
 
 
 @pytest.mark.parametrize("mask", CAUSAL_SPELLINGS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_causal_masks_held_in_buffers_are_proven_causal(mask: str, dtype: torch.dtype) -> None:
-    """A registered tril buffer (masked_fill, where), an added -inf buffer and a where
-    with finfo.min: the mask's values prove it causal (offset nk - nq), the key blocks
+    """A registered tril buffer (masked_fill, where; whole or sliced to the call, as
+    GPT-2's), an added -inf buffer and a where with finfo.min: the mask's values prove it
+    causal (offset nk - nq), the key blocks
     past the diagonal are skipped, and the output is PyTorch's."""
     model = Attention(2, 40, 150, 32, mask=mask)
     module = _check(

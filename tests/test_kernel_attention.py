@@ -361,16 +361,38 @@ def _check_computed_mask(model, shape: tuple[int, ...]):
     return spec
 
 
+def _scattered(keep: torch.Tensor) -> torch.Tensor:
+    """A boolean buffer of ``keep``'s shape that is no causal pattern: random keys kept,
+    the first key of every row among them."""
+    scattered = torch.rand(keep.shape) < 0.6
+    scattered[..., 0] = True
+    return scattered
+
+
 @pytest.mark.parametrize(
     "mask",
-    ["causal-tril", "causal-where", "causal-additive", "alibi", "relative-bias", "softcap-causal"],
+    [
+        "causal-tril",
+        "causal-where",
+        "causal-sliced",
+        "causal-additive",
+        "alibi",
+        "relative-bias",
+        "softcap-causal",
+    ],
 )
 def test_mask_computed_in_the_kernel_from_its_producers(mask: str) -> None:
     """No (B·H, Nq, Nk) mask: the kernel evaluates the mask's producers per tile and
-    reads only the small tensors they start from (a (Nq, Nk) buffer, (H, Nq, Nk) biases)."""
+    reads only the small tensors they start from (a (Nq, Nk) buffer, a slice of a larger
+    one, (H, Nq, Nk) biases). The buffers hold no causal pattern (that one is dropped)."""
     torch.manual_seed(0)
     model = Attention(2, 77, 150, 32, mask=mask, upcast=True).eval()
-    _check_computed_mask(model, (2, 2, 2, 77, 150, 32))
+    if hasattr(model, "keep"):
+        model.keep = _scattered(model.keep)
+    if mask == "causal-additive":
+        model.bias = torch.zeros(77, 150).masked_fill(~_scattered(model.bias), -math.inf)
+    spec = _check_computed_mask(model, (2, 2, 2, 77, 150, 32))
+    assert spec.causal_offset is None or mask in ("softcap-causal", "alibi", "relative-bias")
 
 
 @pytest.mark.parametrize("mask", ["alibi", "causal-tril"])
