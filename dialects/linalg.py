@@ -12,17 +12,18 @@ from fusion_compiler.ir import ir
 
 _RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
 
-# The elements of ``dense_resource`` constants, which the bindings cannot read back: what
-# the front end imported them from, by the resource's name (the type may change from
-# ui8 to i8 on the way to Linalg), per context while a compile runs in it
-# (``resources``). The context is held so that its id stays its own.
+# The bytes of ``dense_resource`` constants, which the bindings cannot read back (what
+# the front end imported them from, or the blobs at the end of MLIR text), by the
+# resource's name (its element type may change from ui8 to i8 on the way to Linalg), per
+# context while a compile runs in it (``resources``). The context is held so that its id
+# stays its own.
 _RESOURCES: dict[int, tuple[ir.Context, dict[str, np.ndarray]]] = {}
 _RESOURCES_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
 def resources(context: ir.Context, data: dict[str, np.ndarray]) -> Iterator[None]:
-    """Makes ``data`` (a resource's name -> its elements) what
+    """Makes ``data`` (a resource's name -> its bytes) what
     ``constant_array`` reads for the dense_resource constants of ``context``."""
     with _RESOURCES_LOCK:
         _RESOURCES[id(context)] = (context, data)
@@ -56,6 +57,13 @@ def constant_value(value: ir.Value) -> float | int | bool | None:
     return None
 
 
+# element types -> how their bytes read in numpy (i1 resources hold a byte per element)
+_NUMPY = {
+    "i1": np.bool_, "i8": np.int8, "ui8": np.uint8, "i16": np.int16, "i32": np.int32,
+    "i64": np.int64, "f16": np.float16, "f32": np.float32, "f64": np.float64,
+}  # fmt: skip
+
+
 def resource_name(attr: ir.Attribute) -> str:
     """The blob name of a ``dense_resource<name> : type`` attribute."""
     return str(attr).partition(" : ")[0].removeprefix("dense_resource<").removesuffix(">")
@@ -72,7 +80,11 @@ def constant_array(value: ir.Value) -> np.ndarray | None:
     if str(attr).startswith("dense_resource<"):  # the bindings give it no class of its own
         with _RESOURCES_LOCK:
             entry = _RESOURCES.get(id(op.context))
-        array = entry[1].get(resource_name(attr)) if entry is not None else None
+        data = entry[1].get(resource_name(attr)) if entry is not None else None
+        dtype = _NUMPY.get(str(ir.RankedTensorType(value.type).element_type))
+        if data is None or dtype is None or data.size % np.dtype(dtype).itemsize:
+            return None
+        array = data.view(dtype)
     elif isinstance(attr, ir.DenseElementsAttr) and not attr.is_splat:
         try:
             array = np.array(attr)

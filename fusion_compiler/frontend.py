@@ -461,8 +461,8 @@ def import_model(
 ) -> tuple[ir.Module, Stage, dict[str, np.ndarray]]:
     """MLIR for the model, the stage it is at (torch for models, torch or linalg for text)
     and the elements of its dense_resource constants (``linalg.resources``), which the
-    bindings cannot read back: by the resource's name, those of integer types and of
-    small float ones other than bf16 (none for text).
+    bindings cannot read back: by the resource's name, as bytes (of a model: those of
+    integer types and of small float ones).
 
     A program is imported as ``functional`` gives it (a new program: the importer's
     in-place rewrites leave the caller's as it was). An operator the torch dialect has no
@@ -472,7 +472,7 @@ def import_model(
     (``signature.DIMS_KEY``) for the runtime to check calls against."""
     if not isinstance(source, torch.export.ExportedProgram):
         module = inputs.parse(source, context, filename)
-        return module, _stage_of(module), {}
+        return module, _stage_of(module), inputs.resource_blobs(source)
     decompose: frozenset = frozenset()
     with TORCH_LOCK:
         while True:
@@ -697,16 +697,15 @@ class _KeepingTracker(RefTracker):
 
 
 def _resource_elements(tracker: _KeepingTracker) -> dict[str, np.ndarray]:
-    """The kept tensors the importer made dense_resource constants of, by the
-    resource's name, as numpy arrays (bf16 has no numpy type: left out)."""
+    """The bytes of the kept tensors the importer made dense_resource constants of, by
+    the resource's name."""
     found: dict[str, np.ndarray] = {}
     for tensor in tracker.kept:
         attr = RefTracker.track(tracker, tensor).value
-        if not isinstance(attr, ir.DenseResourceElementsAttr):
+        if not isinstance(attr, ir.DenseResourceElementsAttr) or tensor.is_meta:
             continue
-        if tensor.dtype == torch.bfloat16 or tensor.is_meta or tensor.is_complex():
-            continue
-        found[linalg.resource_name(attr)] = tensor.detach().cpu().contiguous().numpy()
+        data = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+        found[linalg.resource_name(attr)] = data.numpy()
     return found
 
 

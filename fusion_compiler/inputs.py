@@ -6,8 +6,11 @@ and verified. Needs no torch: ``fusion-opt`` works on MLIR text alone.
 from __future__ import annotations
 
 import os
+import re
 import zipfile
 from pathlib import Path
+
+import numpy as np
 
 from fusion_compiler import diagnostics
 from fusion_compiler.errors import Diagnostic, MLIRParseError, OutputPathError
@@ -126,6 +129,21 @@ def text_problem(data: bytes) -> tuple[str, str] | None:
             "MLIR text is UTF-8: save the file as UTF-8",
         )
     return None
+
+
+# a blob of the builtin dialect's resources: name: "0x<alignment, 4 bytes><data>"
+_BLOB = re.compile(r'([A-Za-z_][\w.$-]*)\s*:\s*"0x([0-9A-Fa-f]{8,})"')
+
+
+def resource_blobs(text: str) -> dict[str, np.ndarray]:
+    """The bytes of each ``dense_resource`` blob at the end of MLIR text (its
+    ``dialect_resources`` section), by name, for ``linalg.resources``."""
+    start = text.rfind("{-#")
+    section = text[start:] if start >= 0 and "dialect_resources" in text[start:] else ""
+    return {
+        name: np.frombuffer(bytes.fromhex(data[8:]), np.uint8)  # after the alignment
+        for name, data in _BLOB.findall(section)
+    }
 
 
 def parse(text: str, context: ir.Context, filename: str = "<input>") -> ir.Module:

@@ -16,9 +16,10 @@ import textwrap
 
 import numpy as np
 import pytest
-from fusion_compiler.dialects import causal, expr
+from fusion_compiler.dialects import causal, expr, linalg
 
 import fusion_compiler as fc
+from fusion_compiler import inputs
 from fusion_compiler.backends.triton import mask as triton_mask
 from fusion_compiler.inputs import parse
 from fusion_compiler.ir import ir
@@ -443,3 +444,21 @@ def test_causality_from_the_values_of_a_constant_mask(diagonal, flip, fill, offs
     mask = list(func.regions[0].blocks[0].operations)[-1].operands[0]
     assert causal.offset(mask, 1, 2) == offset
     assert causal.is_pure(mask) == (offset is not None)
+
+
+def test_causality_from_a_dense_resource_blob_in_mlir_text():
+    """A constant held as a dense_resource (as torch's importer writes buffers): its bytes
+    come from the text's dialect_resources section."""
+    keep = np.tril(np.ones((8, 8), np.int8))
+    text = _TABLE.format(table="[[0]]", fill=_FILL["ninf"]).replace(
+        "dense<[[0]]> : tensor<8x8xi8>", "dense_resource<tril_table> : tensor<8x8xi8>"
+    )
+    text += '{-#\n  dialect_resources: {\n    builtin: {\n      tril_table: "0x01000000'
+    text += keep.tobytes().hex().upper() + '"\n    }\n  }\n#-}\n'
+    context = ir.Context()
+    module = parse(text, context)
+    func = module.body.operations[0]
+    mask = list(func.regions[0].blocks[0].operations)[-1].operands[0]
+    assert causal.offset(mask, 1, 2) is None  # the bytes unknown
+    with linalg.resources(context, inputs.resource_blobs(text)):
+        assert causal.offset(mask, 1, 2) == 0 and causal.is_pure(mask)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fusion_compiler import diagnostics, inputs, passes
 from fusion_compiler.compiler import new_session
+from fusion_compiler.dialects import linalg
 from fusion_compiler.errors import (
     CompileError,
     Diagnostic,
@@ -96,13 +97,14 @@ def main(argv: list[str] | None = None) -> int:
         try:
             module = inputs.parse(chunk, context, filename)
             if args.pass_pipeline:
-                seen += run_pipeline(
-                    module.operation,
-                    args.pass_pipeline,
-                    print_ir_before_all=args.mlir_print_ir_before_all,
-                    print_ir_after_all=args.mlir_print_ir_after_all,
-                    filename=filename,
-                )
+                with linalg.resources(context, inputs.resource_blobs(chunk)):
+                    seen += run_pipeline(
+                        module.operation,
+                        args.pass_pipeline,
+                        print_ir_before_all=args.mlir_print_ir_before_all,
+                        print_ir_after_all=args.mlir_print_ir_after_all,
+                        filename=filename,
+                    )
             outputs.append(str(module))
         except (MLIRParseError, CompileError) as exc:
             seen += exc.diagnostics
