@@ -140,7 +140,9 @@ def _add(name: str, a: Fact, b: Fact) -> Fact:
         return a
     if name == "arith.addf" and a == Float(0.0) and isinstance(b, Masked):
         return b
-    masked = [f for f in (a, b) if isinstance(f, Masked) and not f.finite]
+    if any(isinstance(f, Masked) and f.finite for f in (a, b)):
+        return None  # a finite fill plus something else may no longer swamp
+    masked = [f for f in (a, b) if isinstance(f, Masked)]
     if (name == "arith.addf" and len(masked) == 1) or (
         name == "arith.subf" and isinstance(a, Masked) and not isinstance(b, Masked)
     ):
@@ -246,7 +248,7 @@ def _proof(mask: ir.Value, rows: int, keys: int) -> tuple[int, bool] | None:
 
 
 # the most elements of a mask's values ``_evaluated`` computes (broadcast dims count once)
-_MAX_EVALUATED = 1 << 26
+_MAX_EVALUATED = 1 << 24
 
 
 def _evaluated(mask: ir.Value, rows: int, keys: int) -> tuple[int, bool] | None:
@@ -271,7 +273,9 @@ def _evaluated(mask: ir.Value, rows: int, keys: int) -> tuple[int, bool] | None:
 
     try:
         with np.errstate(all="ignore"):
-            values = np.asarray(expr.evaluate(tree.expr, index, load), np.float64)
+            values = np.asarray(expr.evaluate(tree.expr, index, load))
+        if values.dtype != np.float64:  # f16, bf16 (held in f32) and f32 are exact in f32
+            values = values.astype(np.float32)
     except (expr.Unsupported, IndexError, ValueError):
         return None
     full = np.broadcast_shapes(

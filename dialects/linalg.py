@@ -77,14 +77,16 @@ def constant_array(value: ir.Value) -> np.ndarray | None:
         return None
     attr = op.attributes["value"]
     shape = tuple(ir.RankedTensorType(value.type).shape)
-    if str(attr).startswith("dense_resource<"):  # the bindings give it no class of its own
+    # the bindings give a dense_resource no class of its own (and printing a large dense
+    # attribute costs its size)
+    if type(attr) is ir.Attribute and str(attr).startswith("dense_resource<"):
         with _RESOURCES_LOCK:
             entry = _RESOURCES.get(id(op.context))
         data = entry[1].get(resource_name(attr)) if entry is not None else None
         dtype = _NUMPY.get(str(ir.RankedTensorType(value.type).element_type))
         if data is None or dtype is None or data.size % np.dtype(dtype).itemsize:
             return None
-        array = data.view(dtype)
+        array = data != 0 if dtype is np.bool_ else data.view(dtype)  # i1: a byte each
     elif isinstance(attr, ir.DenseElementsAttr) and not attr.is_splat:
         try:
             array = np.array(attr)

@@ -677,20 +677,21 @@ def _import_program(
 # the most elements of a float constant whose values are kept for the passes (a mask
 # buffer of 2048 x 2048 is 2^22; weights are larger and never read)
 _KEPT_FLOAT_ELEMENTS = 1 << 22
+_KEPT_ELEMENTS = 1 << 24  # of an integer one (quantized weights are larger)
 
 
 class _KeepingTracker(RefTracker):
     """The importer's map of tensors -> their attributes, holding the tensors it is given
     (the frozen program's temporaries, a bool buffer made uint8, die before the passes
-    run) where the passes may read their values: integers, and small floats."""
+    run) where the passes may read their values: small integer and float tensors."""
 
     def __init__(self) -> None:
         super().__init__()
         self.kept: list[torch.Tensor] = []
 
     def track(self, referrent):
-        if isinstance(referrent, torch.Tensor) and (
-            not referrent.is_floating_point() or referrent.numel() <= _KEPT_FLOAT_ELEMENTS
+        if isinstance(referrent, torch.Tensor) and referrent.numel() <= (
+            _KEPT_FLOAT_ELEMENTS if referrent.is_floating_point() else _KEPT_ELEMENTS
         ):
             self.kept.append(referrent)
         return super().track(referrent)
@@ -704,7 +705,8 @@ def _resource_elements(tracker: _KeepingTracker) -> dict[str, np.ndarray]:
         attr = RefTracker.track(tracker, tensor).value
         if not isinstance(attr, ir.DenseResourceElementsAttr) or tensor.is_meta:
             continue
-        data = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+        data = tensor.detach().cpu().resolve_conj().resolve_neg().contiguous()
+        data = data.reshape(-1).view(torch.uint8)  # as the importer writes its bytes
         found[linalg.resource_name(attr)] = data.numpy()
     return found
 

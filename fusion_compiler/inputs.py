@@ -132,6 +132,7 @@ def text_problem(data: bytes) -> tuple[str, str] | None:
 
 
 # a blob of the builtin dialect's resources: name: "0x<alignment, 4 bytes><data>"
+_MAX_BLOB_HEX = 1 << 26  # 32 MiB of bytes
 _BLOB = re.compile(r'([A-Za-z_][\w.$-]*)\s*:\s*"0x([0-9A-Fa-f]{8,})"')
 
 
@@ -143,6 +144,7 @@ def resource_blobs(text: str) -> dict[str, np.ndarray]:
     return {
         name: np.frombuffer(bytes.fromhex(data[8:]), np.uint8)  # after the alignment
         for name, data in _BLOB.findall(section)
+        if len(data) <= _MAX_BLOB_HEX  # weights: never read by the passes
     }
 
 

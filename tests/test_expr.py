@@ -396,6 +396,10 @@ def test_causality_of_a_finite_fill(fill, compare, offset):
         body.replace("%r = ", "%s = ") + "\n%r = arith.addf %s, %bv : f32"
     )
     assert causal.offset(mask, 1, 2) == (offset if fill == "ninf" else None)
+    context, module, mask = _mask_value(
+        body.replace("%r = ", "%s = ") + "\n%r = arith.subf %s, %bv : f32"
+    )
+    assert causal.offset(mask, 1, 2) == (offset if fill == "ninf" else None)
 
 
 _TABLE = """

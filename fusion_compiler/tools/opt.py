@@ -97,7 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             module = inputs.parse(chunk, context, filename)
             if args.pass_pipeline:
-                with linalg.resources(context, inputs.resource_blobs(chunk)):
+                # split chunks share the context, where MLIR renames a blob that an
+                # earlier chunk named: their bytes are not known by name
+                blobs = {} if args.split_input_file else inputs.resource_blobs(chunk)
+                with linalg.resources(context, blobs):
                     seen += run_pipeline(
                         module.operation,
                         args.pass_pipeline,
