@@ -456,8 +456,35 @@ FOUND = [
 ]
 
 
+# IREE 3.13's llvm-cpu code generation fails on this model (a near miss: log-softmax,
+# nothing fused, the same with no pass of ours): "'func.func' op exceeded stack allocation
+# limit of 32768 bytes for function. Got 288230376151712064 bytes" in the dispatch
+# ``reduction_DxD_f32`` (fp16 scores with an ALiBi bias, both lengths dynamic); found by
+# the long profile, seed 909.
+_IREE_STACK_LIMIT = Case(
+    batch=2,
+    heads=1,
+    kv_heads=1,
+    nq=17,
+    nk=7,
+    head_dim=96,
+    dtype="float16",
+    upcast="before-mask",
+    layout="bnhd",
+    scale="scores-div",
+    bias="alibi",
+    dynamic="separate",
+    other_lengths=(2, 300),
+    near_miss="log-softmax",
+    attention="iree",
+    seed=11385,
+)
+FOUND.append(_IREE_STACK_LIMIT)
+
 # Found and not fixed yet: each fails as its reason says (strict: a fix makes it pass).
-OPEN: dict[str, str] = {}
+OPEN: dict[str, str] = {
+    repr(_IREE_STACK_LIMIT): "IREE 3.13 llvm-cpu: stack allocation of a dynamic reduction",
+}
 
 
 def _found_params() -> list:
