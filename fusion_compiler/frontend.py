@@ -662,7 +662,11 @@ def _import_program(
     tracker = _KeepingTracker()
     importer = FxImporter(context=context, py_attr_tracker=tracker)
     try:
-        importer.import_frozen_program(_frozen_state(program))
+        # the lengths' ranges (torch.export's Dim min/max) go with the module: the torch
+        # input pipeline makes them util.assume.int bounds that IREE's code generation reads
+        importer.import_frozen_program(
+            _frozen_state(program), import_symbolic_shape_expressions=True
+        )
     except Exception as exc:  # the importer met a value or an op it cannot type
         node = _node_being_imported(exc)
         if node is None:

@@ -117,9 +117,10 @@ _DETECT = ("fusion-detect-attention", *_CLEANUP, "fusion-additive-mask", _EMPTY)
 # rounds it), on the CPU only (the GPU targets convert directly), and last: the integer
 # ops it writes would hide a bf16 scale constant from detection.
 _CPU_BF16 = "fusion-bf16-via-f32"
-# llvm-cpu keeps the rows of a producer fused into a softmax's dispatch on the stack, with
-# no bound over a dynamic extent: such a softmax reads its input from memory.
-_CPU_SOFTMAX = "fusion-softmax-input-in-memory"
+# llvm-cpu keeps the rows of a producer fused into a reduction's dispatch, and read there
+# by more than one op, on the stack, with no bound over a dynamic extent: such a
+# reduction (a softmax's, a log-softmax's) reads its input from memory.
+_CPU_ROWS = "fusion-reduction-input-in-memory"
 # The head split and merge moved into the attention ops IREE lowers (or that are
 # decomposed), and the reshapes left behind folded.
 _TILE_AND_FUSE = ("fusion-tile-and-fuse", "canonicalize")
@@ -130,7 +131,7 @@ DEFAULT_PIPELINES: dict[str, tuple[str, ...]] = {
         _SAFE_HEAD_DIM,
         _GUARD,
         "fusion-find-softmax",
-        _CPU_SOFTMAX,
+        _CPU_ROWS,
         _CPU_BF16,
     ),
     "cuda": (
@@ -211,7 +212,7 @@ def pipeline(target: str, attention: str = "auto", kernel_arch: str | None = Non
             f"unknown attention mode {attention!r}; expected one of: {', '.join(ATTENTION_MODES)}"
         )
     if target == "cpu" and attention in ("auto", "online-softmax"):
-        return [*online_softmax_pipeline(*_CPU_BLOCKS), _CPU_SOFTMAX, _CPU_BF16]
+        return [*online_softmax_pipeline(*_CPU_BLOCKS), _CPU_ROWS, _CPU_BF16]
     if attention == "online-softmax":
         return list(ONLINE_SOFTMAX_PIPELINE)
     if attention == "auto" and kernel_arch is not None and target == "cuda":

@@ -21,8 +21,8 @@ _MODULES: dict[str, str] = {
     "fusion-guard-masked-rows": "fusion_compiler.passes.guard_masked_rows",
     "fusion-kernel-attention": "fusion_compiler.passes.kernel_attention",
     "fusion-online-softmax": "fusion_compiler.passes.online_softmax",
+    "fusion-reduction-input-in-memory": "fusion_compiler.passes.reduction_input_in_memory",
     "fusion-schedule": "fusion_compiler.passes.schedule",
-    "fusion-softmax-input-in-memory": "fusion_compiler.passes.softmax_input_in_memory",
     "fusion-spirv-attention": "fusion_compiler.passes.spirv_attention",
     "fusion-tile-and-fuse": "fusion_compiler.passes.tile_and_fuse",
 }

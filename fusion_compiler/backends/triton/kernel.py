@@ -19,7 +19,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from string import Template
 
-from fusion_compiler.backends.cache import cache_entry
+from fusion_compiler.backends.cache import cache_entry, write_whole
 from fusion_compiler.backends.spec import Kernel, View
 from fusion_compiler.backends.triton.spec import HIDDEN_POINTERS, TritonSpec
 from fusion_compiler.errors import FusionCompilerError
@@ -151,7 +151,7 @@ def compile_kernel(spec: TritonSpec, entry: str = "attention") -> Kernel:
         )
     directory.mkdir(parents=True, exist_ok=True)
     source_path = directory / "kernel.py"
-    source_path.write_text(source)
+    write_whole(source_path, source)
     compiled = _triton_compile(spec, source_path, entry)
     kernel = Kernel(
         compiled.metadata.name,
@@ -162,14 +162,14 @@ def compile_kernel(spec: TritonSpec, entry: str = "attention") -> Kernel:
         scratch_bytes=compiled.metadata.global_scratch_size,
         hidden_pointers=HIDDEN_POINTERS,
     )
-    cubin_path.write_bytes(kernel.binary)
+    write_whole(cubin_path, kernel.binary)
     meta = {
         "name": kernel.name,
         "shared": kernel.shared_bytes,
         "threads": kernel.threads,
         "scratch": kernel.scratch_bytes,
     }
-    meta_path.write_text(json.dumps(meta))
+    write_whole(meta_path, json.dumps(meta))  # last: its presence says the cubin is whole
     return kernel
 
 

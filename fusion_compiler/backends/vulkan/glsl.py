@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from string import Template
 
-from fusion_compiler.backends.cache import cache_entry
+from fusion_compiler.backends.cache import cache_entry, write_whole
 from fusion_compiler.backends.spec import Kernel, View
 from fusion_compiler.backends.vulkan.spec import VulkanSpec
 from fusion_compiler.dialects import expr
@@ -220,16 +220,17 @@ def compile_kernel(spec: VulkanSpec) -> Kernel:
                 'attention="iree"'
             )
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "kernel.comp").write_text(source)
         with tempfile.TemporaryDirectory() as scratch:
-            out = Path(scratch) / "kernel.spv"
+            comp, out = Path(scratch) / "kernel.comp", Path(scratch) / "kernel.spv"
+            comp.write_text(source)
             command = [tool, "-V", "--target-env", "vulkan1.1", "-S", "comp"]
             done = subprocess.run(
-                [*command, "-o", str(out), str(directory / "kernel.comp")],
+                [*command, "-o", str(out), str(comp)],
                 capture_output=True,
                 text=True,
             )
             if done.returncode != 0:
                 raise RuntimeError(f"{COMPILER} rejected the generated kernel:\n{done.stdout}")
-            shutil.move(out, binary)
+            write_whole(directory / "kernel.comp", source)  # for the reader, as Triton's
+            write_whole(binary, out.read_bytes())
     return Kernel("main", binary.read_bytes(), 0, spec.block_m, key, target="vulkan")

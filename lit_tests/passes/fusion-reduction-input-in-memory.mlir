@@ -1,5 +1,5 @@
 // RUN: fusion-opt %s --split-input-file --verify-diagnostics \
-// RUN:   --pass-pipeline='builtin.module(fusion-softmax-input-in-memory)' | FileCheck %s
+// RUN:   --pass-pipeline='builtin.module(fusion-reduction-input-in-memory)' | FileCheck %s
 
 // Scores with a bias added, softmax over a dynamic number of keys: the biased scores go
 // through a barrier carrying their sizes, which the softmax reads.
@@ -147,3 +147,87 @@ func.func @two_softmaxes(%s: tensor<?x?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf3
 // CHECK-NOT: compute_barrier
 // CHECK: linalg.softmax dimension(0) ins(%[[READ]]
 // CHECK: linalg.softmax dimension(1) ins(%[[READ]]
+
+// -----
+
+// A log-softmax's max over a dynamic number of keys (not a softmax): the biased scores
+// are read by the max and the subtraction, so they go through a barrier too.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+func.func @log_softmax_max(%s: tensor<8x?xf16>, %bias: tensor<8x?xf32>) -> tensor<8x?xf32> {
+  %c1 = arith.constant 1 : index
+  %ninf = arith.constant 0xFF800000 : f32
+  %n = tensor.dim %s, %c1 : tensor<8x?xf16>
+  %e = tensor.empty(%n) : tensor<8x?xf32>
+  %x = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]} ins(%s, %bias : tensor<8x?xf16>, tensor<8x?xf32>) outs(%e : tensor<8x?xf32>) {
+  ^bb0(%a: f16, %b: f32, %o: f32):
+    %w = arith.extf %a : f16 to f32
+    %r = arith.addf %w, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<8x?xf32>
+  %er = tensor.empty() : tensor<8xf32>
+  %m0 = linalg.fill ins(%ninf : f32) outs(%er : tensor<8xf32>) -> tensor<8xf32>
+  // expected-remark @below {{reduction over dynamic dimension 1 reads its input from memory}}
+  %max = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]} ins(%x : tensor<8x?xf32>) outs(%m0 : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.maximumf %a, %o : f32
+    linalg.yield %r : f32
+  } -> tensor<8xf32>
+  %sub = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%x, %max : tensor<8x?xf32>, tensor<8xf32>) outs(%e : tensor<8x?xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %r = arith.subf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<8x?xf32>
+  return %sub : tensor<8x?xf32>
+}
+// CHECK-LABEL: func.func @log_softmax_max
+// CHECK: %[[X:.+]] = linalg.generic
+// CHECK: arith.addf
+// CHECK: %[[READ:.+]] = "iree_tensor_ext.compute_barrier.start"(%[[X]], %{{.+}}) : (tensor<8x?xf32>, index)
+// CHECK: linalg.generic {{.*}} ins(%[[READ]] : tensor<8x?xf32>)
+// CHECK: arith.maximumf
+// CHECK: linalg.generic {{.*}} ins(%[[READ]], %{{.+}} : tensor<8x?xf32>, tensor<8xf32>)
+
+// -----
+
+// Read by the reduction alone (IREE fuses it element by element), or reduced over a
+// static extent: left as they are.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+func.func @one_reader_or_static(%s: tensor<8x?xf32>, %t: tensor<?x64xf32>) -> (tensor<8xf32>, tensor<?xf32>, tensor<?x64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  %n = tensor.dim %s, %c1 : tensor<8x?xf32>
+  %e = tensor.empty(%n) : tensor<8x?xf32>
+  %x = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%s : tensor<8x?xf32>) outs(%e : tensor<8x?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = math.exp %a : f32
+    linalg.yield %r : f32
+  } -> tensor<8x?xf32>
+  %er = tensor.empty() : tensor<8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%er : tensor<8xf32>) -> tensor<8xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]} ins(%x : tensor<8x?xf32>) outs(%z : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.addf %a, %o : f32
+    linalg.yield %r : f32
+  } -> tensor<8xf32>
+  %m = tensor.dim %t, %c0 : tensor<?x64xf32>
+  %et = tensor.empty(%m) : tensor<?x64xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%t : tensor<?x64xf32>) outs(%et : tensor<?x64xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = math.exp %a : f32
+    linalg.yield %r : f32
+  } -> tensor<?x64xf32>
+  %ey = tensor.empty(%m) : tensor<?xf32>
+  %zy = linalg.fill ins(%zero : f32) outs(%ey : tensor<?xf32>) -> tensor<?xf32>
+  %rows = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]} ins(%y : tensor<?x64xf32>) outs(%zy : tensor<?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.addf %a, %o : f32
+    linalg.yield %r : f32
+  } -> tensor<?xf32>
+  return %sum, %rows, %y : tensor<8xf32>, tensor<?xf32>, tensor<?x64xf32>
+}
+// CHECK-LABEL: func.func @one_reader_or_static
+// CHECK-NOT: compute_barrier
+// CHECK: return
