@@ -1,29 +1,34 @@
-"""Proves a mask causal: -inf wherever the key index exceeds the query index plus c.
+"""Proves a mask banded: -inf wherever the key index k leaves [m + lower, m + upper] of
+the query index m (causal: only the upper bound c; a sliding window: both).
 
 Reads the mask's expression tree (``dialects.expr``: iota arithmetic, comparisons,
 selects of -inf, additions, reshapes and broadcasts already turned into coordinates)
 and keeps, for each subtree, what it is as a function of the mask's indices:
 
 - ``Linear``: an integer ``Σ coeff[d]·index_d + const`` (iota arithmetic);
-- ``Below``: a condition ``Σ coeff[d]·index_d + const > 0``;
-- ``Masked``: a float that is -inf wherever its ``Below`` condition holds, or a fill that
-  swamps any score in its type (``SWAMPS``: ``finfo.min``, as transformers writes it);
+- ``Below``: a condition ``Σ coeff[d]·index_d + const > 0``; ``AnyOf`` and ``AllOf``:
+  the union and the intersection of such conditions (``ori``, ``andi``, a negation);
+- ``Masked``: a float that is -inf wherever any of its ``Below`` conditions holds, or a
+  fill that swamps any score in its type (``SWAMPS``: ``finfo.min``, as transformers
+  writes it);
 - ``Float``: a float constant.
 
 What cannot be followed is None. Comparisons keep MLIR's semantics: an unsigned one is
 read as the signed one only where both sides are sums of indices and non-negative
-constants (never negative). ``offset`` turns a ``Masked`` over (batch, rows, keys) into
-the c of "keys > rows + c are masked", which lets the kernels and the online softmax
-stop each row block's key loop early (causal tile skipping).
+constants (never negative). ``band`` turns a ``Masked`` over (batch, rows, keys) into
+the bounds of "keys > rows + upper or keys < rows + lower are masked", which lets the
+kernels and the online softmax start and stop each row block's key loop where its
+keys are (tile skipping); ``offset`` is the upper bound alone, the causal one.
 
 A mask whose tree reads constant tensors (a registered ``tril`` buffer) is not followed
 symbolically: with static sizes its values are computed (``expr.evaluate``, the
-constants' elements from ``linalg.constant_array``) and checked against every offset's
-causal pattern instead.
+constants' elements from ``linalg.constant_array``) and checked against the band
+pattern their rows show instead.
 
-Skipping the keys past the diagonal is exact for -inf in every row; for a finite fill only
-where each row keeps a key (c >= 0) and the mask is nothing but causality (elsewhere
-PyTorch weighs the fills of a row that keeps none equally).
+Skipping the keys outside the band is exact for -inf in every row; for a finite fill only
+where each row keeps a key (upper >= 0, lower <= 0, and rows past the last key still
+reach one) and the mask is nothing but the band (elsewhere PyTorch weighs the fills of a
+row that keeps none equally).
 """
 
 from __future__ import annotations
@@ -71,9 +76,60 @@ class Below:
 
 
 @dataclass(frozen=True)
+class AnyOf:
+    """Holds where any of ``parts`` holds."""
+
+    parts: tuple[Below, ...]
+
+
+@dataclass(frozen=True)
+class AllOf:
+    """Holds where every one of ``parts`` holds."""
+
+    parts: tuple[Below, ...]
+
+
+Condition = Below | AnyOf | AllOf
+
+
+def _negated(cond: Condition) -> Condition:
+    if isinstance(cond, Below):
+        return cond.negated()
+    flipped = tuple(part.negated() for part in cond.parts)
+    return AllOf(flipped) if isinstance(cond, AnyOf) else AnyOf(flipped)
+
+
+def _union(cond: Fact) -> tuple[Below, ...] | None:
+    """The half-planes ``cond`` is the union of, or None (an intersection of several)."""
+    if isinstance(cond, Below):
+        return (cond,)
+    if isinstance(cond, AnyOf) or (isinstance(cond, AllOf) and len(cond.parts) == 1):
+        return cond.parts
+    return None
+
+
+def _intersection(cond: Fact) -> tuple[Below, ...] | None:
+    if isinstance(cond, Below):
+        return (cond,)
+    if isinstance(cond, AllOf) or (isinstance(cond, AnyOf) and len(cond.parts) == 1):
+        return cond.parts
+    return None
+
+
+def _logical(name: str, a: Fact, b: Fact) -> Fact:
+    """``ori`` and ``andi`` of two conditions."""
+    split = _union if name == "arith.ori" else _intersection
+    parts = (split(a), split(b))
+    if parts[0] is None or parts[1] is None:
+        return None
+    joined = parts[0] + parts[1]
+    return AnyOf(joined) if name == "arith.ori" else AllOf(joined)
+
+
+@dataclass(frozen=True)
 class Masked:
-    where: Below
-    pure: bool = False  # 0 wherever ``where`` does not hold: the mask is causality alone
+    where: tuple[Below, ...]  # masked where any of these holds
+    pure: bool = False  # 0 wherever none holds: the mask is the band alone
     finite: bool = False  # masked by a finite fill that swamps the score, not by -inf
 
 
@@ -82,7 +138,7 @@ class Float:
     value: float
 
 
-Fact = Linear | Below | Masked | Float | None
+Fact = Linear | Below | AnyOf | AllOf | Masked | Float | None
 
 # predicate -> (sign of lhs - rhs, 1 to subtract for the inclusive forms); "u" forms
 # only for operands that are never negative
@@ -113,18 +169,20 @@ def _fill(fact: Fact, type_: str) -> bool | None:
 
 
 def _select(cond: Fact, true: Fact, false: Fact, type_: str) -> Fact:
-    if not isinstance(cond, Below):
+    if not isinstance(cond, Below | AnyOf | AllOf):
         return None
     finite = _fill(true, type_)
     if finite is not None:  # select(c, fill, x): masked where c
-        return _masked(cond, false == Float(0.0), finite)
+        return _masked(_union(cond), false == Float(0.0), finite)
     finite = _fill(false, type_)
     if finite is not None:  # select(c, x, fill): masked where not c
-        return _masked(cond.negated(), true == Float(0.0), finite)
+        return _masked(_union(_negated(cond)), true == Float(0.0), finite)
     return None
 
 
-def _masked(where: Below, pure: bool, finite: bool) -> Masked | None:
+def _masked(where: tuple[Below, ...] | None, pure: bool, finite: bool) -> Masked | None:
+    if where is None:  # masked where several conditions hold at once: no band
+        return None
     # a finite fill with other values beside it is not followed: a row could keep no key
     return Masked(where, pure, finite) if pure or not finite else None
 
@@ -142,6 +200,9 @@ def _add(name: str, a: Fact, b: Fact) -> Fact:
         return b
     if any(isinstance(f, Masked) and f.finite for f in (a, b)):
         return None  # a finite fill plus something else may no longer swamp
+    if name == "arith.addf" and isinstance(a, Masked) and isinstance(b, Masked):
+        # -inf where either is: the union (a causal mask plus a window's)
+        return Masked(a.where + b.where, a.pure and b.pure)
     masked = [f for f in (a, b) if isinstance(f, Masked)]
     if (name == "arith.addf" and len(masked) == 1) or (
         name == "arith.subf" and isinstance(a, Masked) and not isinstance(b, Masked)
@@ -199,8 +260,11 @@ def _fact(e: Expr) -> Fact:
         return None
     if name == "arith.cmpi":
         return _compare(e.predicate or "", *args)
-    if name == "arith.xori" and isinstance(args[0], Below) and e.operands[1] == Const(True, "i1"):
-        return args[0].negated()  # logical not
+    if name == "arith.xori" and e.operands[1] == Const(True, "i1"):
+        cond = args[0]  # logical not
+        return _negated(cond) if isinstance(cond, Below | AnyOf | AllOf) else None
+    if name in ("arith.ori", "arith.andi") and e.type == "i1":
+        return _logical(name, *args)
     if name == "arith.select":
         return _select(*args, e.type)
     if name in ("arith.addf", "arith.subf"):
@@ -215,45 +279,75 @@ def fact_of(value: ir.Value) -> Fact:
     return _fact(expr.of_tensor(value, max_depth=16, opaque=True).expr)
 
 
+@dataclass(frozen=True)
+class Band:
+    """Row m keeps keys k with m + lower <= k <= m + upper (None: that side unbounded);
+    every other key is -inf (or a swamping fill, where every row keeps a key)."""
+
+    upper: int | None
+    lower: int | None
+    pure: bool  # 0 inside the band: the mask is nothing but the band
+
+
+def band(mask: ir.Value, rows: int, keys: int) -> Band | None:
+    """The band of ``mask`` (indexed as the attention reads it: its ``rows`` dim is the
+    queries'), from its tree or else from its values; None if not proven."""
+    fact = fact_of(mask)
+    if not isinstance(fact, Masked):
+        return _evaluated(mask, rows, keys)
+    # each part: masked where keys - rows + const > 0 (k > m - const: an upper bound) or
+    # rows - keys + const > 0 (k < m + const: a lower one); m is 0 where rows is a unit
+    # dim (the decoding step's one query)
+    single_row = ir.ShapedType(mask.type).shape[rows] == 1
+    uppers, lowers = [], []
+    for part in fact.where:
+        coeffs = dict(part.linear.coeffs)
+        if coeffs == {keys: 1, rows: -1} or (single_row and coeffs == {keys: 1}):
+            uppers.append(-part.linear.const)
+        elif coeffs == {keys: -1, rows: 1} or (single_row and coeffs == {keys: -1}):
+            lowers.append(part.linear.const)
+        else:
+            return None
+    found = Band(min(uppers, default=None), max(lowers, default=None), fact.pure)
+    if fact.finite and not _every_row_keeps_a_key(found, mask, rows, keys):
+        return None  # PyTorch weighs the fills of a row that keeps none
+    return found
+
+
+def _every_row_keeps_a_key(found: Band, mask: ir.Value, rows: int, keys: int) -> bool:
+    if found.upper is not None and found.upper < 0:  # the first rows keep none
+        return False
+    if found.lower is None:
+        return True
+    # row m keeps key m (lower <= 0 <= upper) up to the last key; later rows need
+    # m + lower <= n_k - 1, up to the last row
+    shape = ir.ShapedType(mask.type).shape
+    n_q, n_k = shape[rows], shape[keys]
+    static = not any(ir.ShapedType.is_dynamic_size(n) for n in (n_q, n_k))
+    return found.lower <= 0 and static and n_q - 1 + found.lower <= n_k - 1
+
+
 def offset(mask: ir.Value, rows: int, keys: int) -> int | None:
     """c such that mask[..., m, k] = -inf whenever k > m + c (or a swamping fill, when
-    every row keeps a key and the mask is nothing else); None if not proven. ``mask``:
-    indexed as the attention reads it (its ``rows`` dim is the queries')."""
-    proof = _proof(mask, rows, keys)
-    return proof[0] if proof is not None else None
+    every row keeps a key and the mask is nothing else); None if not proven."""
+    found = band(mask, rows, keys)
+    return found.upper if found is not None else None
 
 
 def is_pure(mask: ir.Value, rows: int = 1, keys: int = 2) -> bool:
     """The mask is -inf (or a swamping fill) where causality masks and 0 elsewhere:
     nothing but causal."""
-    proof = _proof(mask, rows, keys)
-    return proof is not None and proof[1]
-
-
-def _proof(mask: ir.Value, rows: int, keys: int) -> tuple[int, bool] | None:
-    """(c, pure) of a causal mask, from its tree or else from its values."""
-    fact = fact_of(mask)
-    if not isinstance(fact, Masked):
-        return _evaluated(mask, rows, keys)
-    coeffs = dict(fact.where.linear.coeffs)
-    # masked where keys - rows + const > 0, i.e. k > m - const (m is 0 where rows is a
-    # unit dim: the decoding step's one query)
-    single_row = ir.ShapedType(mask.type).shape[rows] == 1
-    if coeffs != {keys: 1, rows: -1} and not (single_row and coeffs == {keys: 1}):
-        return None
-    c = -fact.where.linear.const
-    if fact.finite and c < 0:  # the first rows keep no key: PyTorch weighs the fills
-        return None
-    return c, fact.pure
+    found = band(mask, rows, keys)
+    return found is not None and found.pure and found.upper is not None and found.lower is None
 
 
 # the most elements of a mask's values ``_evaluated`` computes (broadcast dims count once)
 _MAX_EVALUATED = 1 << 24
 
 
-def _evaluated(mask: ir.Value, rows: int, keys: int) -> tuple[int, bool] | None:
-    """(c, pure) from the mask's values: static sizes, a tree of index arithmetic and
-    constant tensors, -inf or a swamping fill exactly at keys > rows + c."""
+def _evaluated(mask: ir.Value, rows: int, keys: int) -> Band | None:
+    """The band from the mask's values: static sizes, a tree of index arithmetic and
+    constant tensors, -inf or a swamping fill exactly outside m + lower <= k <= m + upper."""
     shape = list(ir.RankedTensorType(mask.type).shape)
     if any(ir.ShapedType.is_dynamic_size(n) for n in shape) or 0 in shape:
         return None
@@ -285,21 +379,33 @@ def _evaluated(mask: ir.Value, rows: int, keys: int) -> tuple[int, bool] | None:
     swamps = SWAMPS.get(str(ir.RankedTensorType(mask.type).element_type), -math.inf)
     masked = values <= swamps  # -inf included
     finite = bool(np.any(masked & (values > -math.inf)))
-    # c from the first row that keeps a key (of the first batch); every row must match
+    # the bounds from the first row cut on each side (of the first batch); every row of
+    # every batch must then match
     plane = ~masked[tuple(slice(None) if d in (rows, keys) else 0 for d in range(len(shape)))]
-    counts = (plane if rows < keys else plane.T).sum(axis=1)
-    keeping = np.flatnonzero(counts)
+    kept = plane if rows < keys else plane.T  # (rows, keys)
+    n_k = kept.shape[1]
+    keeping = np.flatnonzero(kept.any(axis=1))
     if keeping.size == 0:
         return None
-    c = int(counts[keeping[0]]) - 1 - int(keeping[0])
-    if finite and c < 0:  # the first rows keep no key: PyTorch weighs the fills
+    first = kept.argmax(axis=1)  # the first kept key of each row
+    last = n_k - 1 - kept[:, ::-1].argmax(axis=1)
+    cut_above = [m for m in keeping if last[m] < n_k - 1]
+    cut_below = [m for m in keeping if first[m] > 0]
+    # no row cut above: the bound is where the first keeping row's keys end (a mask of
+    # zeros is causal with upper = n_k - 1)
+    top = cut_above[0] if cut_above else keeping[0]
+    upper = int(last[top]) - int(top)
+    lower = int(first[cut_below[0]]) - int(cut_below[0]) if cut_below else None
+    found = Band(upper, lower, bool(np.all(values[~masked] == 0)))
+    key, row = index(keys), index(rows)
+    outside = key > row + upper
+    if lower is not None:
+        outside = outside | (key < row + lower)
+    if not np.array_equal(masked, np.broadcast_to(outside, full)):
         return None
-    if not np.array_equal(masked, np.broadcast_to(index(keys) > index(rows) + c, full)):
+    if finite and not (found.pure and _every_row_keeps_a_key(found, mask, rows, keys)):
         return None
-    pure = bool(np.all(values[~masked] == 0))
-    if finite and not pure:
-        return None
-    return c, pure
+    return found
 
 
 def _dims(tree: Expr) -> set[int]:

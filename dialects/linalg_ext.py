@@ -317,6 +317,13 @@ class Layout:
     k_transposed: bool  # K stored (b, k1, k2)
     has_mask: bool
     causal_offset: int | None = None  # keys > row + c are masked: their blocks are skipped
+    window_start: int | None = None  # keys < row + w are masked too (a sliding window)
+    band_only: bool = False  # the mask is nothing but those bounds (-inf outside, 0 inside)
+
+    @property
+    def causal_only(self) -> bool:
+        """The mask is nothing but causal: the kernels that know no window drop it too."""
+        return self.band_only and self.causal_offset is not None and self.window_start is None
 
 
 def layout(op: ir.Operation, allow_dynamic: bool = False) -> Layout | str:
@@ -336,8 +343,10 @@ def layout(op: ir.Operation, allow_dynamic: bool = False) -> Layout | str:
         # Measured: with dynamic sizes IREE 3.13 runs this loop nest to wrong results
         # (rel. error > 1 on llvm-cpu, even for a single block); not yet explained.
         return "dynamic shapes (IREE 3.13 computes the loop nest wrongly with them)"
-    causal_offset = causal.offset(op.operands[4], 1, 2) if has_mask else None
-    return Layout(maps[1] == _K_COLUMNS, has_mask, causal_offset)
+    band = causal.band(op.operands[4], 1, 2) if has_mask else None
+    if band is None:
+        return Layout(maps[1] == _K_COLUMNS, has_mask)
+    return Layout(maps[1] == _K_COLUMNS, has_mask, band.upper, band.lower, band.pure)
 
 
 def _is_float(value: ir.Value) -> bool:

@@ -371,6 +371,80 @@ def test_a_mask_reading_a_tensor_collapsed_to_rank_0_is_printed():
     assert isinstance(code, triton_mask.MaskCode) and code.types == ["*fp32"]
 
 
+# a sliding window of 3 keys (k in [q - 2, q]) written several ways
+_W = "%c2 = arith.constant 2 : index\n%lo = arith.subi %q, %c2 : index\n"
+_NINF = "%ninf = arith.constant 0xFF800000 : f32\n%z = arith.constant 0.0 : f32\n"
+_TRUE = "%t = arith.constant true\n"
+
+
+@pytest.mark.parametrize(
+    "body, band",
+    [
+        # masked where k > q or k < q - 2
+        (
+            _W + _NINF + "%ca = arith.cmpi sgt, %k, %q : index\n"
+            "%cb = arith.cmpi slt, %k, %lo : index\n%c = arith.ori %ca, %cb : i1\n"
+            "%r = arith.select %c, %ninf, %z : f32",
+            causal.Band(0, -2, True),
+        ),  # fmt: skip
+        # kept where k <= q and k >= q - 2 (masked_fill of the negation, SDPA's bool mask)
+        (
+            _W + _NINF + "%ca = arith.cmpi sle, %k, %q : index\n"
+            "%cb = arith.cmpi sge, %k, %lo : index\n%c = arith.andi %ca, %cb : i1\n"
+            "%r = arith.select %c, %z, %ninf : f32",
+            causal.Band(0, -2, True),
+        ),  # fmt: skip
+        # the same, negated by xori and selected the other way
+        (
+            _W + _NINF + _TRUE + "%ca = arith.cmpi sle, %k, %q : index\n"
+            "%cb = arith.cmpi sge, %k, %lo : index\n%c = arith.andi %ca, %cb : i1\n"
+            "%n = arith.xori %c, %t : i1\n%r = arith.select %n, %ninf, %z : f32",
+            causal.Band(0, -2, True),
+        ),  # fmt: skip
+        # a causal mask plus a window's, both -inf: the union
+        (
+            _W + _NINF + "%ca = arith.cmpi sgt, %k, %q : index\n"
+            "%cb = arith.cmpi slt, %k, %lo : index\n%ma = arith.select %ca, %ninf, %z : f32\n"
+            "%mb = arith.select %cb, %ninf, %z : f32\n%r = arith.addf %ma, %mb : f32",
+            causal.Band(0, -2, True),
+        ),  # fmt: skip
+        # the window alone (no causal bound), plus a bias: not pure
+        (
+            _W + _NINF + "%cb = arith.cmpi slt, %k, %lo : index\n"
+            "%mb = arith.select %cb, %ninf, %z : f32\n%r = arith.addf %mb, %bv : f32",
+            causal.Band(None, -2, False),
+        ),  # fmt: skip
+        # finfo.min outside the window: every row of the 8x8 mask keeps its own key
+        (
+            _W + "%ninf = arith.constant 0xFF7FFFFF : f32\n%z = arith.constant 0.0 : f32\n"
+            "%ca = arith.cmpi sgt, %k, %q : index\n%cb = arith.cmpi slt, %k, %lo : index\n"
+            "%c = arith.ori %ca, %cb : i1\n%r = arith.select %c, %ninf, %z : f32",
+            causal.Band(0, -2, True),
+        ),  # fmt: skip
+        # masked where both hold (an intersection of half-planes): no band
+        (
+            _W + _NINF + "%ca = arith.cmpi sgt, %k, %q : index\n"
+            "%cb = arith.cmpi slt, %k, %lo : index\n%c = arith.andi %ca, %cb : i1\n"
+            "%r = arith.select %c, %ninf, %z : f32",
+            None,
+        ),  # fmt: skip
+        # a bound on the key alone, over many rows (a prefix): no band
+        (
+            _NINF + "%ca = arith.cmpi sgt, %k, %q : index\n%c2 = arith.constant 2 : index\n"
+            "%cb = arith.cmpi slt, %k, %c2 : index\n%c = arith.ori %ca, %cb : i1\n"
+            "%r = arith.select %c, %ninf, %z : f32",
+            None,
+        ),  # fmt: skip
+    ],
+)
+def test_band_of_a_sliding_window(body, band):
+    context, module, mask = _mask_value(body)
+    assert causal.band(mask, 1, 2) == band
+    # the causal bound alone is what the paths that know no window read
+    assert causal.offset(mask, 1, 2) == (band.upper if band else None)
+    assert not causal.is_pure(mask)
+
+
 _FILL = {"ninf": "0xFF800000", "lowest": "0xFF7FFFFF", "minus_1e9": "-1.0e9"}
 
 
@@ -448,6 +522,32 @@ def test_causality_from_the_values_of_a_constant_mask(diagonal, flip, fill, offs
     mask = list(func.regions[0].blocks[0].operations)[-1].operands[0]
     assert causal.offset(mask, 1, 2) == offset
     assert causal.is_pure(mask) == (offset is not None)
+
+
+@pytest.mark.parametrize(
+    "window, fill, band",
+    [
+        (3, "ninf", causal.Band(0, -2, True)),
+        (3, "lowest", causal.Band(0, -2, True)),  # every row keeps its own key
+        (1, "ninf", causal.Band(0, 0, True)),  # the diagonal alone
+    ],
+)
+def test_band_from_the_values_of_a_constant_mask(window, fill, band):
+    """A sliding-window table (tril minus an earlier tril) as a constant."""
+    keep = np.tril(np.ones((8, 8), np.int8)) - np.tril(np.ones((8, 8), np.int8), -window)
+    table = "[" + ", ".join("[" + ", ".join(map(str, row)) + "]" for row in keep) + "]"
+    context = ir.Context()
+    module = parse(_TABLE.format(table=table, fill=_FILL[fill]), context)
+    func = module.body.operations[0]
+    mask = list(func.regions[0].blocks[0].operations)[-1].operands[0]
+    assert causal.band(mask, 1, 2) == band
+    assert causal.offset(mask, 1, 2) == 0 and not causal.is_pure(mask)
+    keep[6, 2] = 1  # one key outside the window kept: no band
+    table = "[" + ", ".join("[" + ", ".join(map(str, row)) + "]" for row in keep) + "]"
+    module = parse(_TABLE.format(table=table, fill=_FILL[fill]), context)
+    func = module.body.operations[0]
+    mask = list(func.regions[0].blocks[0].operations)[-1].operands[0]
+    assert causal.band(mask, 1, 2) is None
 
 
 def test_causality_from_a_dense_resource_blob_in_mlir_text():

@@ -24,7 +24,7 @@ from fusion_compiler.backends.triton.mask import MaskCode
 from fusion_compiler.backends.triton.spec import TritonSpec
 from fusion_compiler.backends.vulkan import glsl
 from fusion_compiler.backends.vulkan import spec as vulkan_spec
-from fusion_compiler.dialects import causal, linalg, linalg_ext
+from fusion_compiler.dialects import linalg, linalg_ext
 from fusion_compiler.dialects.builders import dims
 from fusion_compiler.dialects.linalg_ext import LOG2E, Layout
 from fusion_compiler.ir import ir
@@ -222,10 +222,12 @@ def operand_views(op: ir.Operation, form: Layout, group: int, mask: str | MaskCo
     return [q_base, k_base, v_base, *mask_inputs], [q_view, k_view, v_view, m_view]
 
 
-def _mask_plan(op: ir.Operation, form: Layout) -> str | MaskCode | None:
-    """None: no mask, or purely causal (the kernel masks by index); a MaskCode: the
-    mask computed in the kernel from its producers; "read": read the materialised mask."""
-    if not form.has_mask or (form.causal_offset is not None and causal.is_pure(op.operands[4])):
+def _mask_plan(op: ir.Operation, form: Layout, target: str) -> str | MaskCode | None:
+    """None: no mask, or nothing but the bounds the kernel masks by index (causal; on
+    CUDA a sliding window too); a MaskCode: the mask computed in the kernel from its
+    producers; "read": read the materialised mask."""
+    bounds_alone = form.band_only if target == "cuda" else form.causal_only
+    if not form.has_mask or bounds_alone:
         return None
     code = kernel_mask.mask_code(op.operands[4])
     return code if isinstance(code, MaskCode) else "read"
@@ -277,7 +279,7 @@ def plan_kernel(
     if max(d, dv) > 256:
         return f"head dim {max(d, dv)} above 256"
     group = 1 if form.k_transposed else kv_group(op, form)  # a K copy not folded: read as is
-    mask = _mask_plan(op, form)
+    mask = _mask_plan(op, form, target)
     if isinstance(mask, MaskCode) and target != "cuda":
         mask = "read"
     mask_dtype = _element(op.operands[4]) if mask == "read" else None
@@ -298,6 +300,7 @@ def plan_kernel(
         dv=dv,
         views=(*views, plan.view),
         causal_offset=form.causal_offset,
+        window_start=form.window_start if target == "cuda" else None,
         qk_scale=scale_value * LOG2E,
         out_dtype=None if out_dtype == dtype else out_dtype,
         kv_group=group,

@@ -75,6 +75,9 @@ class Problem:
     # the mask replaces the score where it is -inf (``masked_fill``), not added to it: a
     # NaN or inf score there is dropped
     mask_replaces: bool = False
+    # keys < row + window_start are masked too (a sliding window; ``causal.Band``'s lower
+    # bound); the kernels that take one skip the key blocks before it; None: no such bound
+    window_start: int | None = None
 
     def __post_init__(self) -> None:  # views read back from JSON are lists
         object.__setattr__(self, "views", tuple(tuple(v) for v in self.views))

@@ -105,6 +105,7 @@ class TritonSpec(Problem):
             self.arch == 90
             and self.persistent > 0
             and self.causal_offset in (None, 0)
+            and self.window_start is None
             and self.n_q == self.n_k
             and self.n_q % 64 == 0
             and self.mask_dtype is None
@@ -176,6 +177,8 @@ class TritonSpec(Problem):
             "DV_PAD": padded(self.dv),
             "CAUSAL": self.causal_offset is not None,
             "CAUSAL_OFFSET": self.causal_offset or 0,
+            "WINDOW": self.window_start is not None,
+            "WINDOW_START": self.window_start or 0,
             # 0: no mask; 1: an additive mask; below 0: one whose values at or below
             # this swamp the score (H200, a padding mask at N2048 D128: the test costs
             # 1.85x the kernel time, so only masks that can hold such a fill pay it).

@@ -1,0 +1,90 @@
+"""Sliding-window masks, however a model writes them, proven a band of keys: on sm_90 the
+mask is dropped and the kernel visits only the key blocks inside the window (checked
+under Triton's interpreter against PyTorch); the CPU keeps the mask and skips the key
+blocks past the diagonal."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from conftest import rel_error
+from test_kernel_attention import BOUND, F16, _dispatch_inputs
+
+import fusion_compiler as fc
+from fusion_compiler.backends.triton.kernel import run_interpreted
+
+# compiles many models: left out of the edit loop (-m 'not slow'), run in CI
+pytestmark = pytest.mark.slow
+
+WINDOW = 40  # keys per row: the row's own and the 39 before it
+SPELLINGS = ["arange-masked-fill", "finfo-min-where", "buffer", "sdpa-bool", "two-additive"]
+
+
+class SlidingWindow(torch.nn.Module):
+    """Attention over the ``WINDOW`` keys up to each row's, its mask spelled ``spelling``."""
+
+    def __init__(self, spelling: str, n: int) -> None:
+        super().__init__()
+        self.spelling = spelling
+        if spelling == "buffer":  # a registered table, as a model built for a fixed length
+            ones = torch.ones(n, n, dtype=torch.bool)
+            self.register_buffer("keep", torch.tril(ones) & ~torch.tril(ones, -WINDOW))
+
+    def forward(self, q, k, v):
+        n_q, n_k = q.shape[-2], k.shape[-2]
+        rows = torch.arange(n_q)[:, None]
+        keys = torch.arange(n_k)[None, :]
+        keep = (keys <= rows) & (keys > rows - WINDOW)
+        if self.spelling == "sdpa-bool":
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        if self.spelling == "arange-masked-fill":
+            s = s.masked_fill(~keep, float("-inf"))
+        elif self.spelling == "finfo-min-where":
+            s = torch.where(keep, s, torch.finfo(s.dtype).min)
+        elif self.spelling == "buffer":
+            s = s.masked_fill(~self.keep[:n_q, :n_k], float("-inf"))
+        else:  # a causal triu(-inf) and the window's own additive mask
+            causal = torch.full((n_q, n_k), float("-inf"), dtype=s.dtype).triu(1)
+            window = torch.zeros(n_q, n_k, dtype=s.dtype).masked_fill(
+                keys <= rows - WINDOW, float("-inf")
+            )
+            s = s + causal + window
+        return torch.softmax(s.float(), dim=-1).to(q.dtype) @ v
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_sliding_window_kernel_visits_the_window_alone(spelling: str) -> None:
+    torch.manual_seed(0)
+    b, h, n, d = 1, 2, 150, 32
+    model = SlidingWindow(spelling, n).eval()
+    q, k, v = (torch.randn(b, h, n, d).to(F16) for _ in range(3))
+    fused = fc.compile(
+        model, example_args=(q, k, v), target="cuda", cuda_arch="sm_90", compile_to="fused"
+    )
+    spec, _ = _dispatch_inputs(fused)
+    assert (spec.causal_offset, spec.window_start) == (0, 1 - WINDOW), spec
+    assert spec.mask_expr is None and spec.mask_dtype is None  # the mask is dropped
+    assert any(f"sliding window of {WINDOW} keys" in r.message for r in fused.remarks)
+    got = run_interpreted(spec, *(x.reshape(b * h, n, d) for x in (q, k, v)))
+    with torch.no_grad():
+        want = model(q.double(), k.double(), v.double())
+    assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
+
+
+@pytest.mark.parametrize("spelling", ["arange-masked-fill", "buffer"])
+def test_sliding_window_on_the_cpu_keeps_its_mask(spelling: str) -> None:
+    """The CPU path knows no window: the mask stays, the blocks past the diagonal are
+    skipped, the answer is PyTorch's."""
+    torch.manual_seed(0)
+    n = 300
+    model = SlidingWindow(spelling, n).eval()
+    q, k, v = (torch.randn(1, 2, n, 32) for _ in range(3))
+    module = fc.compile(model, example_args=(q, k, v), target="cpu", remarks=True)
+    assert any("offset 0" in r.message for r in module.remarks), module.remarks
+    got = fc.load(module, device="local-task")(q, k, v)
+    with torch.no_grad():
+        want = model(q.double(), k.double(), v.double())
+    assert rel_error(torch.as_tensor(got), want) < 1e-5
