@@ -70,6 +70,11 @@ VARIANTS: dict[str, tuple[dict, tuple[int, ...]]] = {
         )
         for b, h, kv, n in ((2, 16, 16, 1024), (1, 16, 16, 4096), (2, 8, 2, 2048))
     },
+    # a sliding window over long rows: only the key blocks inside it are visited
+    "sliding_window_n4096": (
+        dict(heads=16, nq=4096, nk=4096, head_dim=128, mask="sliding-window", upcast=True),
+        (1, 16, 16, 4096, 4096, 128),
+    ),
     # full attention over 1024 keys, re-tiled for the producer-warp kernel
     "full_persistent_n1024": (
         dict(heads=16, nq=1024, nk=1024, head_dim=128),

@@ -12,16 +12,20 @@ torch.full(-inf).triu(1) added, torch.where(keep, s, finfo.min), an arange compa
 masked_fill, F.scaled_dot_product_attention(is_causal=True) and SDPA with a boolean
 attn_mask; the offset mask as an arange compare and as tril(diagonal); a padding mask
 (the last 300 keys of every sequence) as SDPA's boolean attn_mask, masked_fill(~keep,
--inf), an added where(keep, 0, -inf) and an added (1 - keep)·finfo.min.
+-inf), an added where(keep, 0, -inf) and an added (1 - keep)·finfo.min; a sliding window
+of 512 keys (each query's own and the 511 before it) as an arange compare with
+masked_fill, torch.where with finfo.min, SDPA's boolean attn_mask and a triu(-inf) plus
+the window's own -inf band.
 
 Systems: ours_sm90 (fc.compile of the spelling, cuda_arch="sm_90"; a spelling that does
 not compile is a record saying so), torch_sdpa_cudnn (SDPA under cuDNN with the case's
 mask as SDPA takes it: is_causal where it is causal from the first key, else a boolean
-attn_mask) and torch_sdpa (the same, torch's choice of backend). Every output is checked
-against float32 SDPA with the case's mask; TFLOP/s counts the query-key pairs the mask
-keeps. Padding cases also record whether NaN keys at the masked positions leave our
-output finite, and PyTorch eager's of the same spelling (masked_fill replaces the score;
-an added mask adds to NaN).
+attn_mask) and torch_sdpa (the same, torch's choice of backend); for the windows also
+torch_flex (torch.compile'd FlexAttention with the window as mask_mod and BlockMask).
+Every output is checked against float32 SDPA with the case's mask; TFLOP/s counts the
+query-key pairs the mask keeps. Padding cases also record whether NaN keys at the masked
+positions leave our output finite, and PyTorch eager's of the same spelling (masked_fill
+replaces the score; an added mask adds to NaN).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ B, H, D = 4, 16, 128
 N = 2048
 OFFSET_NQ = 512
 PAD = 300  # keys masked at the end of every sequence
+WINDOW = 512  # the sliding window's keys per query: its own and the 511 before it
 NEG_INF = float("-inf")
 
 
@@ -123,10 +128,42 @@ def padding_finfo_min_added(m, q, k, v, keep):
     return _attend(s + (1.0 - keep[:, None, None, :].to(s.dtype)) * torch.finfo(s.dtype).min, v)
 
 
+def _window(s: torch.Tensor) -> torch.Tensor:
+    rows, cols = _rows_cols(s)
+    return (cols <= rows) & (cols > rows - WINDOW)
+
+
+def window_arange_masked_fill(m, q, k, v):
+    s = _scores(q, k)
+    return _attend(s.masked_fill(~_window(s), NEG_INF), v)
+
+
+def window_where_finfo_min(m, q, k, v):
+    s = _scores(q, k)
+    return _attend(torch.where(_window(s), s, torch.finfo(s.dtype).min), v)
+
+
+def window_sdpa_bool(m, q, k, v):
+    rows = torch.arange(q.shape[-2], device=q.device)[:, None]
+    cols = torch.arange(k.shape[-2], device=q.device)[None, :]
+    keep = (cols <= rows) & (cols > rows - WINDOW)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+
+
+def window_triu_plus_band(m, q, k, v):
+    s = _scores(q, k)
+    rows, cols = _rows_cols(s)
+    causal = torch.full(s.shape[-2:], NEG_INF, device=s.device).triu(1)
+    band = torch.zeros(s.shape[-2:], device=s.device).masked_fill(cols <= rows - WINDOW, NEG_INF)
+    return _attend(s + causal + band, v)
+
+
 @dataclass(frozen=True)
 class Spelling:
     forward: Callable
-    mask: str  # "causal" (each query sees the keys up to its position + Nk - Nq) or "padding"
+    # "causal" (each query sees the keys up to its position + Nk - Nq), "window" (the
+    # WINDOW keys up to its position) or "padding"
+    mask: str
     nq: int = N
 
 
@@ -146,6 +183,10 @@ SPELLINGS = {
         (padding_masked_fill, "padding", N),
         (padding_where_added, "padding", N),
         (padding_finfo_min_added, "padding", N),
+        (window_arange_masked_fill, "window", N),
+        (window_where_finfo_min, "window", N),
+        (window_sdpa_bool, "window", N),
+        (window_triu_plus_band, "window", N),
     )
 }
 
@@ -164,7 +205,7 @@ class Model(torch.nn.Module):
 def _inputs(spelling: Spelling, device: str) -> tuple[torch.Tensor, ...]:
     q = torch.randn(B, H, spelling.nq, D, dtype=torch.float16, device=device)
     k, v = (torch.randn(B, H, N, D, dtype=torch.float16, device=device) for _ in range(2))
-    if spelling.mask == "causal":
+    if spelling.mask != "padding":
         return q, k, v
     keep = torch.ones(B, N, dtype=torch.bool, device=device)
     keep[:, N - PAD :] = False
@@ -176,7 +217,10 @@ def _allowed(spelling: Spelling, inputs: tuple) -> torch.Tensor:
     if spelling.mask == "padding":
         return inputs[3][:, None, None, :]
     nq, device = spelling.nq, inputs[0].device
-    return torch.ones(nq, N, dtype=torch.bool, device=device).tril(diagonal=N - nq)
+    causal = torch.ones(nq, N, dtype=torch.bool, device=device).tril(diagonal=N - nq)
+    if spelling.mask == "window":
+        return causal & ~torch.ones(nq, N, dtype=torch.bool, device=device).tril(-WINDOW)
+    return causal
 
 
 def _peer(spelling: Spelling, backend=None) -> Callable:
@@ -194,6 +238,22 @@ def _peer(spelling: Spelling, backend=None) -> Callable:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=top_left)
 
     return sdpa
+
+
+def _flex_window(spelling: Spelling) -> Callable:
+    """torch.compile'd FlexAttention with the window as its mask_mod and BlockMask."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    def keep(b, h, q_idx, kv_idx):
+        return (kv_idx <= q_idx) & (kv_idx > q_idx - WINDOW)
+
+    block_mask = create_block_mask(keep, None, None, spelling.nq, N, device="cuda")
+    compiled = torch.compile(flex_attention)
+
+    def flex(q, k, v):
+        return compiled(q, k, v, block_mask=block_mask)
+
+    return flex
 
 
 def _selected(args: argparse.Namespace) -> dict[str, Spelling]:
@@ -242,6 +302,8 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
             "torch_sdpa_cudnn": _peer(spelling, SDPBackend.CUDNN_ATTENTION),
             "torch_sdpa": _peer(spelling),
         }
+        if spelling.mask == "window":  # the block-sparse peer a user writes a window for
+            systems["torch_flex"] = _flex_window(spelling)
         facts = folder / f"{name}.ours_sm90.json"
         dispatches = (
             json.loads(facts.read_text())["stats"]["dispatches"] if facts.exists() else None

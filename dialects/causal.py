@@ -315,16 +315,19 @@ def band(mask: ir.Value, rows: int, keys: int) -> Band | None:
 
 
 def _every_row_keeps_a_key(found: Band, mask: ir.Value, rows: int, keys: int) -> bool:
+    """Row m keeps the keys max(0, m + lower) ..= min(n_k - 1, m + upper): some for every
+    m when upper >= 0 (row 0), lower <= upper, and the last row's start is a key."""
     if found.upper is not None and found.upper < 0:  # the first rows keep none
         return False
     if found.lower is None:
         return True
-    # row m keeps key m (lower <= 0 <= upper) up to the last key; later rows need
-    # m + lower <= n_k - 1, up to the last row
+    if found.upper is not None and found.lower > found.upper:
+        return False
     shape = ir.ShapedType(mask.type).shape
     n_q, n_k = shape[rows], shape[keys]
-    static = not any(ir.ShapedType.is_dynamic_size(n) for n in (n_q, n_k))
-    return found.lower <= 0 and static and n_q - 1 + found.lower <= n_k - 1
+    if any(ir.ShapedType.is_dynamic_size(n) for n in (n_q, n_k)):
+        return False
+    return n_q - 1 + found.lower <= n_k - 1
 
 
 def offset(mask: ir.Value, rows: int, keys: int) -> int | None:

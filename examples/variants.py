@@ -26,6 +26,8 @@ FUSABLE_MASKS = [
     "causal-iota",
     "causal-finfo-min",
     "causal-sliced",
+    "sliding-window",
+    "sliding-window-finfo-min",
     "alibi",
     "relative-bias",
     "softcap",
@@ -42,6 +44,9 @@ class Attention(nn.Module):
       "causal-finfo-min" (torch.where with the dtype's lowest value, as transformers),
       "causal-sliced" (GPT-2's: a (1, 1, max, max) tril buffer sliced to the call's rows
       and keys, torch.where with finfo.min),
+      "sliding-window" (the nk // 3 + 1 keys up to each row's diagonal, an arange compare
+      with masked_fill), "sliding-window-finfo-min" (the same as a bool buffer, torch.where
+      with finfo.min),
       "alibi" (slopes x distance), "relative-bias" (a learned (H, Nq, Nk) bias),
       "softcap" (cap * tanh(s / cap), as Gemma 2), "softcap-causal" (softcap, then a
       causal mask), "finite-fill" (masked_fill with -1e9; not fused: differs from -inf
@@ -68,7 +73,11 @@ class Attention(nn.Module):
         self.scale_on, self.mask, self.gqa, self.upcast = scale_on, mask, gqa, upcast
         self.scale = 1 / math.sqrt(head_dim)
         keep = torch.ones(nq, nk, dtype=torch.bool).tril(diagonal=nk - nq)
-        if mask in (
+        self.window = nk // 3 + 1
+        if mask == "sliding-window-finfo-min":
+            early = torch.ones(nq, nk, dtype=torch.bool).tril(diagonal=nk - nq - self.window)
+            self.register_buffer("keep", keep & ~early)
+        elif mask in (
             "causal-tril",
             "causal-where",
             "causal-finfo-min",
@@ -119,8 +128,12 @@ class Attention(nn.Module):
         if self.mask == "causal-sliced":
             keep = self.keep[:, :, nk - nq : nk, :nk]
             return torch.where(keep, s, torch.full([], torch.finfo(s.dtype).min, dtype=s.dtype))
-        if self.mask == "causal-finfo-min":
+        if self.mask in ("causal-finfo-min", "sliding-window-finfo-min"):
             return torch.where(self.keep, s, torch.finfo(s.dtype).min)
+        if self.mask == "sliding-window":
+            rows = torch.arange(nq, device=s.device)[:, None] + (nk - nq)
+            cols = torch.arange(nk, device=s.device)[None, :]
+            return s.masked_fill((cols > rows) | (cols <= rows - self.window), float("-inf"))
         if self.mask == "finite-fill":
             return s.masked_fill(~self.keep, -1e9)
         if self.mask in ("causal-additive", "alibi", "relative-bias"):

@@ -550,6 +550,19 @@ def test_band_from_the_values_of_a_constant_mask(window, fill, band):
     assert causal.band(mask, 1, 2) is None
 
 
+@pytest.mark.parametrize("fill, band", [("ninf", causal.Band(2, 1, True)), ("lowest", None)])
+def test_band_whose_last_row_keeps_no_key(fill, band):
+    """Keys m + 1 and m + 2 of row m: row 7 of 8 keeps none, which PyTorch gives equal
+    weights over its finfo.min fills (no band then), and NaN over -inf."""
+    keep = np.tril(np.ones((8, 8), np.int8), 2) - np.tril(np.ones((8, 8), np.int8), 0)
+    table = "[" + ", ".join("[" + ", ".join(map(str, row)) + "]" for row in keep) + "]"
+    context = ir.Context()
+    module = parse(_TABLE.format(table=table, fill=_FILL[fill]), context)
+    func = module.body.operations[0]
+    mask = list(func.regions[0].blocks[0].operations)[-1].operands[0]
+    assert causal.band(mask, 1, 2) == band
+
+
 def test_causality_from_a_dense_resource_blob_in_mlir_text():
     """A constant held as a dense_resource (as torch's importer writes buffers): its bytes
     come from the text's dialect_resources section."""
