@@ -100,6 +100,8 @@ def run(module: ir.Operation, options: Options) -> None:
             if form.causal_offset is not None
             else ""
         )
+        if form.window_start is not None:
+            skipping += f", keys before row{form.window_start:+d} skipped (a sliding window)"
         remarks.emit(
             location,
             f"attention rewritten as online softmax (blocks {block_q}x{block_k}{skipping})",
@@ -196,7 +198,13 @@ def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Valu
                 ).result
                 visible = dialects.arith.MaxSIOp(visible, index(0)).result
                 keys_bound = dialects.arith.MinSIOp(visible, keys_bound).result
-            inner = dialects.scf.ForOp(index(0), keys_bound, index(block_k), running)
+            first_key = index(0)
+            if form.window_start is not None:
+                # a window: rows i .. i+tm-1 see no key before i + w (the mask, kept, does
+                # the rest)
+                first_key = dialects.arith.AddIOp(i, index(form.window_start)).result
+                first_key = dialects.arith.MaxSIOp(first_key, index(0)).result
+            inner = dialects.scf.ForOp(first_key, keys_bound, index(block_k), running)
             with ir.InsertionPoint(inner.body):
                 j = inner.induction_variable
                 m, total, acc = inner.inner_iter_args

@@ -33,6 +33,7 @@ from fusion_compiler.ir import ir
 
 NAME = "fusion-reduction-input-in-memory"
 BARRIER = "iree_tensor_ext.compute_barrier.start"
+_FUNCTIONS = ("func.func", "util.func")
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,11 @@ def rows(module: ir.Operation) -> list[Row]:
     inside = {op for s in softmaxes for op in s.ops}
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if linalg.is_generic(op.operation) and op.operation not in inside:
-            found.extend(_generic_rows(op.operation))
+        op = op.operation
+        # in a loop (the online softmax's blocks) an extent is bounded by its block
+        at_top = op.parent is not None and op.parent.name in _FUNCTIONS
+        if linalg.is_generic(op) and at_top and op not in inside:
+            found.extend(_generic_rows(op))
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)

@@ -1,7 +1,7 @@
 """Sliding-window masks, however a model writes them, proven a band of keys: on sm_90 the
 mask is dropped and the kernel visits only the key blocks inside the window (checked
-under Triton's interpreter against PyTorch); the CPU keeps the mask and skips the key
-blocks past the diagonal."""
+under Triton's interpreter against PyTorch); the CPU's online softmax keeps the mask and
+runs each row block's key loop over the window alone."""
 
 from __future__ import annotations
 
@@ -76,14 +76,15 @@ def test_sliding_window_kernel_visits_the_window_alone(spelling: str) -> None:
 
 @pytest.mark.parametrize("spelling", ["arange-masked-fill", "buffer"])
 def test_sliding_window_on_the_cpu_keeps_its_mask(spelling: str) -> None:
-    """The CPU path knows no window: the mask stays, the blocks past the diagonal are
-    skipped, the answer is PyTorch's."""
+    """The mask stays (evaluated per block), the keys outside the window are not visited,
+    the answer is PyTorch's."""
     torch.manual_seed(0)
     n = 300
     model = SlidingWindow(spelling, n).eval()
     q, k, v = (torch.randn(1, 2, n, 32) for _ in range(3))
     module = fc.compile(model, example_args=(q, k, v), target="cpu", remarks=True)
-    assert any("offset 0" in r.message for r in module.remarks), module.remarks
+    skipped = f"offset 0) skipped, keys before row{1 - WINDOW:+d} skipped (a sliding window)"
+    assert any(skipped in r.message for r in module.remarks), module.remarks
     got = fc.load(module, device="local-task")(q, k, v)
     with torch.no_grad():
         want = model(q.double(), k.double(), v.double())
