@@ -15,7 +15,10 @@ attn_mask; the offset mask as an arange compare and as tril(diagonal); a padding
 -inf), an added where(keep, 0, -inf) and an added (1 - keep)·finfo.min; a sliding window
 of 512 keys (each query's own and the 511 before it) as an arange compare with
 masked_fill, torch.where with finfo.min, SDPA's boolean attn_mask and a triu(-inf) plus
-the window's own -inf band.
+the window's own -inf band; packed documents of 512 tokens (document ids as an input,
+causal within each) as SDPA's boolean mask; chunked local attention (chunks of 512,
+causal within each) and a prefix-LM mask (the first 256 keys seen by every query) as
+arange compares with masked_fill.
 
 Systems: ours_sm90 (fc.compile of the spelling, cuda_arch="sm_90"; a spelling that does
 not compile is a record saying so), torch_sdpa_cudnn (SDPA under cuDNN with the case's
@@ -50,6 +53,9 @@ N = 2048
 OFFSET_NQ = 512
 PAD = 300  # keys masked at the end of every sequence
 WINDOW = 512  # the sliding window's keys per query: its own and the 511 before it
+DOCUMENT = 512  # tokens per packed document
+CHUNK = 512  # keys per chunk of chunked local attention (Llama 4's)
+PREFIX = 256  # keys every query sees in the prefix-LM mask
 NEG_INF = float("-inf")
 
 
@@ -158,6 +164,27 @@ def window_triu_plus_band(m, q, k, v):
     return _attend(s + causal + band, v)
 
 
+def documents_sdpa_bool(m, q, k, v, doc):
+    """Packed documents: a query sees the keys of its own document up to itself."""
+    rows = torch.arange(q.shape[-2], device=q.device)[:, None]
+    cols = torch.arange(k.shape[-2], device=q.device)[None, :]
+    same = doc[:, None, :, None] == doc[:, None, None, :]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=same & (cols <= rows))
+
+
+def chunked_masked_fill(m, q, k, v):
+    s = _scores(q, k)
+    rows, cols = _rows_cols(s)
+    keep = (cols // CHUNK == rows // CHUNK) & (cols <= rows)
+    return _attend(s.masked_fill(~keep, NEG_INF), v)
+
+
+def prefix_lm_masked_fill(m, q, k, v):
+    s = _scores(q, k)
+    rows, cols = _rows_cols(s)
+    return _attend(s.masked_fill(~((cols <= rows) | (cols < PREFIX)), NEG_INF), v)
+
+
 @dataclass(frozen=True)
 class Spelling:
     forward: Callable
@@ -187,6 +214,9 @@ SPELLINGS = {
         (window_where_finfo_min, "window", N),
         (window_sdpa_bool, "window", N),
         (window_triu_plus_band, "window", N),
+        (documents_sdpa_bool, "documents", N),
+        (chunked_masked_fill, "chunked", N),
+        (prefix_lm_masked_fill, "prefix", N),
     )
 }
 
@@ -205,6 +235,9 @@ class Model(torch.nn.Module):
 def _inputs(spelling: Spelling, device: str) -> tuple[torch.Tensor, ...]:
     q = torch.randn(B, H, spelling.nq, D, dtype=torch.float16, device=device)
     k, v = (torch.randn(B, H, N, D, dtype=torch.float16, device=device) for _ in range(2))
+    if spelling.mask == "documents":
+        doc = (torch.arange(N, device=device) // DOCUMENT).expand(B, N).contiguous()
+        return q, k, v, doc
     if spelling.mask != "padding":
         return q, k, v
     keep = torch.ones(B, N, dtype=torch.bool, device=device)
@@ -218,6 +251,15 @@ def _allowed(spelling: Spelling, inputs: tuple) -> torch.Tensor:
         return inputs[3][:, None, None, :]
     nq, device = spelling.nq, inputs[0].device
     causal = torch.ones(nq, N, dtype=torch.bool, device=device).tril(diagonal=N - nq)
+    rows = torch.arange(nq, device=device)[:, None]
+    cols = torch.arange(N, device=device)[None, :]
+    if spelling.mask == "documents":
+        doc = inputs[3]
+        return (doc[:, None, :, None] == doc[:, None, None, :]) & causal
+    if spelling.mask == "chunked":
+        return causal & (cols // CHUNK == rows // CHUNK)
+    if spelling.mask == "prefix":
+        return causal | (cols < PREFIX)
     if spelling.mask == "window":
         return causal & ~torch.ones(nq, N, dtype=torch.bool, device=device).tril(-WINDOW)
     return causal

@@ -89,3 +89,36 @@ def test_sliding_window_on_the_cpu_keeps_its_mask(spelling: str) -> None:
     with torch.no_grad():
         want = model(q.double(), k.double(), v.double())
     assert rel_error(torch.as_tensor(got), want) < 1e-5
+
+
+class Documents(torch.nn.Module):
+    """Packed documents: each query sees the keys of its own document up to itself."""
+
+    def forward(self, q, k, v, doc):
+        rows = torch.arange(q.shape[-2])[:, None]
+        cols = torch.arange(k.shape[-2])[None, :]
+        same = doc[:, None, :, None] == doc[:, None, None, :]
+        return torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=same & (cols <= rows)
+        )
+
+
+def test_document_mask_from_its_ids_computed_in_the_kernel() -> None:
+    """Document ids as an input (no band): the kernel computes the mask per tile from the
+    (B, N) ids, read per row and per key; no (B, N, N) mask exists."""
+    torch.manual_seed(0)
+    b, h, n, d = 2, 2, 300, 32
+    q, k, v = (torch.randn(b, h, n, d).to(F16) for _ in range(3))
+    doc = torch.tensor([[0] * 70 + [1] * 130 + [2] * 100, [0] * 10 + [1] * 290])
+    fused = fc.compile(
+        Documents(), example_args=(q, k, v, doc), target="cuda", cuda_arch="sm_90",
+        compile_to="fused",
+    )  # fmt: skip
+    spec, shapes = _dispatch_inputs(fused)
+    assert spec.mask_expr and spec.mask_dtype is None
+    assert shapes[3:5] == [[b, n], [b, n]]  # the ids themselves, read per row and per key
+    leaves = [doc] * len(spec.mask_inputs)
+    got = run_interpreted(spec, *(x.reshape(b * h, n, d) for x in (q, k, v)), mask=leaves)
+    with torch.no_grad():
+        want = Documents()(q.double(), k.double(), v.double(), doc)
+    assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
