@@ -21,8 +21,10 @@ def cases(draw):
     kv_heads = draw(st.sampled_from([h for h in (1, 2, 4) if heads % h == 0]))
     mask = draw(st.sampled_from(MASKS))
     nk = draw(st.integers(1, 70))
-    # Causal masks with more queries than keys leave rows with nothing to attend to.
-    nq = draw(st.integers(1, nk if mask and "causal" in mask else 70))
+    # Causal masks and windows (aligned to the last key) with more queries than keys
+    # leave rows with nothing to attend to.
+    ends_at_the_diagonal = mask is not None and ("causal" in mask or "window" in mask)
+    nq = draw(st.integers(1, nk if ends_at_the_diagonal else 70))
     return dict(
         heads=heads,
         kv_heads=kv_heads,
