@@ -45,11 +45,13 @@ MASKS = (
     "tril-buffer",  # a registered (Nq, Nk) bool buffer, diagonal at the end
     "triu-full",  # torch.full((Nq, Nk), fill).triu(...) in forward, added
     "arange",  # arange(Nk)[None] <= arange(Nq)[:, None] + (Nk - Nq), in forward
+    "window",  # the same, and more than row - WINDOW: a sliding window, in forward
     "float-input",  # an additive float mask input (0/fill plus a bias)
     "bool-input",  # a bool mask input
     "padding",  # a (B, Nk) bool input, broadcast [:, None, None, :]
 )
-BOOL_MASKS = ("tril-buffer", "arange", "bool-input", "padding")
+BOOL_MASKS = ("tril-buffer", "arange", "window", "bool-input", "padding")
+WINDOW = 5  # keys per row of the "window" mask: its own (at the diagonal) and 4 before
 STATIC_MASKS = ("tril-buffer",)  # sized at construction: no dynamic lengths
 FILLS = ("-inf", "finfo.min")
 # How a bool mask is applied: by hand masked_fill / where / an additive 0-fill tensor;
@@ -220,9 +222,10 @@ class FuzzAttention(nn.Module):
         c = self.case
         if c.mask == "tril-buffer":
             return self.keep
-        if c.mask == "arange":
+        if c.mask in ("arange", "window"):
             rows = torch.arange(nq, device=device)[:, None] + (nk - nq)
-            return torch.arange(nk, device=device)[None, :] <= rows
+            cols = torch.arange(nk, device=device)[None, :]
+            return (cols <= rows) & (cols > rows - WINDOW) if c.mask == "window" else cols <= rows
         if c.mask == "bool-input":
             return mask
         if c.mask == "padding":
