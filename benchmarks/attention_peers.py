@@ -198,9 +198,7 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
 
 def render(records: list[dict]) -> str:
     """The three timings per system, then TFLOP/s (device time) with ours_sm90's ratios."""
-    by_case: dict[str, dict[str, dict]] = {}
-    for r in records:
-        by_case.setdefault(r["case"], {})[r["system"]] = r
+    by_case = harness.by_case(records)
     systems = [s for s in SYSTEMS if any(s in c for c in by_case.values())] or sorted(
         {r["system"] for r in records}
     )

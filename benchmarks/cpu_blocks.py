@@ -110,9 +110,7 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
 def render(records: list[dict]) -> str:
     """Loop time per system and block, ours against eager and IREE alone, then every
     system's three timings."""
-    by_case: dict[str, dict[str, dict]] = {}
-    for r in records:
-        by_case.setdefault(r["case"], {})[r["system"]] = r
+    by_case = harness.by_case(records)
     head = [f"{s} loop ms" for s in SYSTEMS] + ["ours / torch_eager time", "ours / iree_alone"]
     lines = ["| block | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
     for case, found in by_case.items():

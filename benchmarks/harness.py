@@ -178,6 +178,14 @@ def _cell(value: float | None, digits: str = ".3f") -> str:
     return "-" if value is None else format(value, digits)
 
 
+def by_case(records: list[dict]) -> dict[str, dict[str, dict]]:
+    """The records as case -> system -> record, in the order they were made."""
+    found: dict[str, dict[str, dict]] = {}
+    for r in records:
+        found.setdefault(r["case"], {})[r["system"]] = r
+    return found
+
+
 def table(records: list[dict], key: str = "case") -> str:
     """Markdown: a row per case and system with the three timings, TFLOP/s and error."""
     lines = [

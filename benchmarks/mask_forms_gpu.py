@@ -365,9 +365,7 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
 
 def render(records: list[dict]) -> str:
     """Per spelling: ours against cuDNN in device time, then every system's three timings."""
-    by_case: dict[str, dict[str, dict]] = {}
-    for r in records:
-        by_case.setdefault(r["case"], {})[r["system"]] = r
+    by_case = harness.by_case(records)
 
     def cell(r: dict | None, key: str, digits: str) -> str:
         if r is None:

@@ -140,9 +140,7 @@ def _ratio(ours: float | None, theirs: float | None) -> str:
 
 
 def render(records: list[dict]) -> str:
-    by_case: dict[str, dict[str, dict]] = {}
-    for r in records:
-        by_case.setdefault(r["case"], {})[r["system"]] = r
+    by_case = harness.by_case(records)
     lines = [
         "| case | ours device ms | cuDNN | flex | ours / cuDNN time | ours / flex time |",
         "|---|---|---|---|---|---|",

@@ -134,9 +134,7 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
 def render(records: list[dict]) -> str:
     """Loop time and TFLOP/s from it per system (Vulkan has no CUPTI device time), ours
     against torch SDPA, then every system's three timings."""
-    by_case: dict[str, dict[str, dict]] = {}
-    for r in records:
-        by_case.setdefault(r["case"], {})[r["system"]] = r
+    by_case = harness.by_case(records)
     head = [f"{s} loop ms" for s in SYSTEMS] + ["TFLOP/s (ours_vulkan, loop)"]
     head += ["ours_vulkan / torch_sdpa loop time", "ours_vulkan device MiB"]
     lines = ["| case | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]

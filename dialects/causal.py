@@ -26,8 +26,8 @@ constants' elements from ``linalg.constant_array``) and checked against the band
 pattern their rows show instead.
 
 Skipping the keys outside the band is exact for -inf in every row; for a finite fill only
-where each row keeps a key (upper >= 0, lower <= 0, and rows past the last key still
-reach one) and the mask is nothing but the band (elsewhere PyTorch weighs the fills of a
+where each row keeps a key (upper >= 0, lower <= upper, and the last row's band starts
+at a key) and the mask is nothing but the band (elsewhere PyTorch weighs the fills of a
 row that keeps none equally).
 """
 
@@ -99,31 +99,23 @@ def _negated(cond: Condition) -> Condition:
     return AllOf(flipped) if isinstance(cond, AnyOf) else AnyOf(flipped)
 
 
-def _union(cond: Fact) -> tuple[Below, ...] | None:
-    """The half-planes ``cond`` is the union of, or None (an intersection of several)."""
+def _parts(cond: Fact, kind: type[AnyOf] | type[AllOf]) -> tuple[Below, ...] | None:
+    """The half-planes ``cond`` is the union (``AnyOf``) or the intersection (``AllOf``)
+    of, or None (it is the other kind, of several)."""
     if isinstance(cond, Below):
         return (cond,)
-    if isinstance(cond, AnyOf) or (isinstance(cond, AllOf) and len(cond.parts) == 1):
-        return cond.parts
-    return None
-
-
-def _intersection(cond: Fact) -> tuple[Below, ...] | None:
-    if isinstance(cond, Below):
-        return (cond,)
-    if isinstance(cond, AllOf) or (isinstance(cond, AnyOf) and len(cond.parts) == 1):
+    if isinstance(cond, AnyOf | AllOf) and (isinstance(cond, kind) or len(cond.parts) == 1):
         return cond.parts
     return None
 
 
 def _logical(name: str, a: Fact, b: Fact) -> Fact:
     """``ori`` and ``andi`` of two conditions."""
-    split = _union if name == "arith.ori" else _intersection
-    parts = (split(a), split(b))
+    kind = AnyOf if name == "arith.ori" else AllOf
+    parts = (_parts(a, kind), _parts(b, kind))
     if parts[0] is None or parts[1] is None:
         return None
-    joined = parts[0] + parts[1]
-    return AnyOf(joined) if name == "arith.ori" else AllOf(joined)
+    return kind(parts[0] + parts[1])
 
 
 @dataclass(frozen=True)
@@ -173,10 +165,10 @@ def _select(cond: Fact, true: Fact, false: Fact, type_: str) -> Fact:
         return None
     finite = _fill(true, type_)
     if finite is not None:  # select(c, fill, x): masked where c
-        return _masked(_union(cond), false == Float(0.0), finite)
+        return _masked(_parts(cond, AnyOf), false == Float(0.0), finite)
     finite = _fill(false, type_)
     if finite is not None:  # select(c, x, fill): masked where not c
-        return _masked(_union(_negated(cond)), true == Float(0.0), finite)
+        return _masked(_parts(_negated(cond), AnyOf), true == Float(0.0), finite)
     return None
 
 

@@ -497,6 +497,15 @@ func.func @mask(%e: tensor<2x8x8xf32>) -> tensor<2x8x8xf32> {{
 """
 
 
+def _table_mask(keep: np.ndarray, fill: str):
+    """(context, module, mask) of _TABLE holding ``keep`` (8x8, 1: kept) and ``fill``."""
+    table = "[" + ", ".join("[" + ", ".join(map(str, row)) + "]" for row in keep) + "]"
+    context = ir.Context()
+    module = parse(_TABLE.format(table=table, fill=_FILL[fill]), context)
+    func = module.body.operations[0]
+    return context, module, list(func.regions[0].blocks[0].operations)[-1].operands[0]
+
+
 @pytest.mark.parametrize(
     "diagonal, flip, fill, offset",
     [
@@ -515,11 +524,7 @@ def test_causality_from_the_values_of_a_constant_mask(diagonal, flip, fill, offs
     keep = np.tril(np.ones((8, 8), np.int8), diagonal)
     if flip is not None:
         keep[flip] = 1 - keep[flip]
-    table = "[" + ", ".join("[" + ", ".join(map(str, row)) + "]" for row in keep) + "]"
-    context = ir.Context()
-    module = parse(_TABLE.format(table=table, fill=_FILL[fill]), context)
-    func = module.body.operations[0]
-    mask = list(func.regions[0].blocks[0].operations)[-1].operands[0]
+    context, module, mask = _table_mask(keep, fill)
     assert causal.offset(mask, 1, 2) == offset
     assert causal.is_pure(mask) == (offset is not None)
 
@@ -535,18 +540,11 @@ def test_causality_from_the_values_of_a_constant_mask(diagonal, flip, fill, offs
 def test_band_from_the_values_of_a_constant_mask(window, fill, band):
     """A sliding-window table (tril minus an earlier tril) as a constant."""
     keep = np.tril(np.ones((8, 8), np.int8)) - np.tril(np.ones((8, 8), np.int8), -window)
-    table = "[" + ", ".join("[" + ", ".join(map(str, row)) + "]" for row in keep) + "]"
-    context = ir.Context()
-    module = parse(_TABLE.format(table=table, fill=_FILL[fill]), context)
-    func = module.body.operations[0]
-    mask = list(func.regions[0].blocks[0].operations)[-1].operands[0]
+    context, module, mask = _table_mask(keep, fill)
     assert causal.band(mask, 1, 2) == band
     assert causal.offset(mask, 1, 2) == 0 and not causal.is_pure(mask)
     keep[6, 2] = 1  # one key outside the window kept: no band
-    table = "[" + ", ".join("[" + ", ".join(map(str, row)) + "]" for row in keep) + "]"
-    module = parse(_TABLE.format(table=table, fill=_FILL[fill]), context)
-    func = module.body.operations[0]
-    mask = list(func.regions[0].blocks[0].operations)[-1].operands[0]
+    context, module, mask = _table_mask(keep, fill)
     assert causal.band(mask, 1, 2) is None
 
 
@@ -555,11 +553,7 @@ def test_band_whose_last_row_keeps_no_key(fill, band):
     """Keys m + 1 and m + 2 of row m: row 7 of 8 keeps none, which PyTorch gives equal
     weights over its finfo.min fills (no band then), and NaN over -inf."""
     keep = np.tril(np.ones((8, 8), np.int8), 2) - np.tril(np.ones((8, 8), np.int8), 0)
-    table = "[" + ", ".join("[" + ", ".join(map(str, row)) + "]" for row in keep) + "]"
-    context = ir.Context()
-    module = parse(_TABLE.format(table=table, fill=_FILL[fill]), context)
-    func = module.body.operations[0]
-    mask = list(func.regions[0].blocks[0].operations)[-1].operands[0]
+    context, module, mask = _table_mask(keep, fill)
     assert causal.band(mask, 1, 2) == band
 
 

@@ -220,9 +220,10 @@ def compile_kernel(spec: VulkanSpec) -> Kernel:
                 'attention="iree"'
             )
         directory.mkdir(parents=True, exist_ok=True)
+        comp = directory / "kernel.comp"
+        write_whole(comp, source)  # whole: another process may compile the same kernel
         with tempfile.TemporaryDirectory() as scratch:
-            comp, out = Path(scratch) / "kernel.comp", Path(scratch) / "kernel.spv"
-            comp.write_text(source)
+            out = Path(scratch) / "kernel.spv"
             command = [tool, "-V", "--target-env", "vulkan1.1", "-S", "comp"]
             done = subprocess.run(
                 [*command, "-o", str(out), str(comp)],
@@ -231,6 +232,5 @@ def compile_kernel(spec: VulkanSpec) -> Kernel:
             )
             if done.returncode != 0:
                 raise RuntimeError(f"{COMPILER} rejected the generated kernel:\n{done.stdout}")
-            write_whole(directory / "kernel.comp", source)  # for the reader, as Triton's
             write_whole(binary, out.read_bytes())
     return Kernel("main", binary.read_bytes(), 0, spec.block_m, key, target="vulkan")
