@@ -13,7 +13,10 @@ and keeps, for each subtree, what it is as a function of the mask's indices:
   writes it);
 - ``Float``: a float constant.
 
-What cannot be followed is None. Comparisons keep MLIR's semantics: an unsigned one is
+What cannot be followed is None, but for a condition: one read from a tensor (an
+``attention_mask`` input, document ids) is an unknown part of its union or intersection,
+so "masked where the keys pass the row, or where the padding says" still bounds the keys
+(the mask stays, applied inside the bounds: not pure). Comparisons keep MLIR's semantics: an unsigned one is
 read as the signed one only where both sides are sums of indices and non-negative
 constants (never negative). ``band`` turns a ``Masked`` over (batch, rows, keys) into
 the bounds of "keys > rows + upper or keys < rows + lower are masked", which lets the
@@ -77,36 +80,43 @@ class Below:
 
 @dataclass(frozen=True)
 class AnyOf:
-    """Holds where any of ``parts`` holds."""
+    """Holds where any of ``parts`` holds (``unknown``: or where a condition that is not
+    followed does, such as a tensor read: an ``attention_mask`` input)."""
 
     parts: tuple[Below, ...]
+    unknown: bool = False
 
 
 @dataclass(frozen=True)
 class AllOf:
-    """Holds where every one of ``parts`` holds."""
+    """Holds where every one of ``parts`` holds (``unknown``: and a condition that is not
+    followed does)."""
 
     parts: tuple[Below, ...]
+    unknown: bool = False
 
 
 Condition = Below | AnyOf | AllOf
+UNKNOWN = AnyOf((), unknown=True)  # an i1 not followed: holds somewhere, nobody knows where
 
 
 def _negated(cond: Condition) -> Condition:
     if isinstance(cond, Below):
         return cond.negated()
     flipped = tuple(part.negated() for part in cond.parts)
-    return AllOf(flipped) if isinstance(cond, AnyOf) else AnyOf(flipped)
+    return (AllOf if isinstance(cond, AnyOf) else AnyOf)(flipped, cond.unknown)
 
 
-def _parts(cond: Fact, kind: type[AnyOf] | type[AllOf]) -> tuple[Below, ...] | None:
+def _parts(cond: Fact, kind: type[AnyOf] | type[AllOf]) -> tuple[tuple[Below, ...], bool] | None:
     """The half-planes ``cond`` is the union (``AnyOf``) or the intersection (``AllOf``)
-    of, or None (it is the other kind, of several)."""
+    of, and whether an unknown condition is one more; None: it is the other kind, of
+    several."""
     if isinstance(cond, Below):
-        return (cond,)
-    if isinstance(cond, AnyOf | AllOf) and (isinstance(cond, kind) or len(cond.parts) == 1):
-        return cond.parts
-    return None
+        return (cond,), False
+    if not isinstance(cond, AnyOf | AllOf):
+        return None
+    alone = len(cond.parts) + cond.unknown == 1  # one half-plane, or the unknown alone
+    return (cond.parts, cond.unknown) if isinstance(cond, kind) or alone else None
 
 
 def _logical(name: str, a: Fact, b: Fact) -> Fact:
@@ -115,7 +125,7 @@ def _logical(name: str, a: Fact, b: Fact) -> Fact:
     parts = (_parts(a, kind), _parts(b, kind))
     if parts[0] is None or parts[1] is None:
         return None
-    return kind(parts[0] + parts[1])
+    return kind(parts[0][0] + parts[1][0], parts[0][1] or parts[1][1])
 
 
 @dataclass(frozen=True)
@@ -172,11 +182,16 @@ def _select(cond: Fact, true: Fact, false: Fact, type_: str) -> Fact:
     return None
 
 
-def _masked(where: tuple[Below, ...] | None, pure: bool, finite: bool) -> Masked | None:
-    if where is None:  # masked where several conditions hold at once: no band
+def _masked(
+    where: tuple[tuple[Below, ...], bool] | None, pure: bool, finite: bool
+) -> Masked | None:
+    """Masked where any of ``where``'s half-planes holds; where its unknown condition holds
+    too (then not pure: the band bounds the kept keys, the mask is applied inside it)."""
+    if where is None or not where[0]:  # masked where several hold at once, or unknown
         return None
+    pure = pure and not where[1]
     # a finite fill with other values beside it is not followed: a row could keep no key
-    return Masked(where, pure, finite) if pure or not finite else None
+    return Masked(where[0], pure, finite) if pure or not finite else None
 
 
 def _add(name: str, a: Fact, b: Fact) -> Fact:
@@ -225,7 +240,15 @@ def _fact(e: Expr) -> Fact:
     if isinstance(e, Const):
         if isinstance(e.value, float):
             return Float(e.value)
+        if e.type == "i1":  # true: the empty intersection; false: the empty union
+            return AllOf(()) if e.value else AnyOf(())
         return Linear((), e.value) if _wide(e.type) else None
+    fact = _followed(e)
+    # a condition not followed (a tensor read, a compare of reads) is one all the same
+    return UNKNOWN if fact is None and e.type == "i1" else fact
+
+
+def _followed(e: Expr) -> Fact:
     if not isinstance(e, Op):
         return None  # a tensor read, the region's argument: not followed
     name = e.name

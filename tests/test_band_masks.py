@@ -122,3 +122,59 @@ def test_document_mask_from_its_ids_computed_in_the_kernel() -> None:
     with torch.no_grad():
         want = Documents()(q.double(), k.double(), v.double(), doc)
     assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
+
+
+class PaddedWindow(torch.nn.Module):
+    """transformers' mask (``and_masks(causal, sliding_window, padding)``): a window from
+    the indices, and-ed with the keys an ``attention_mask`` input keeps."""
+
+    def forward(self, q, k, v, attention_mask):
+        rows = torch.arange(q.shape[-2])[:, None]
+        keys = torch.arange(k.shape[-2])[None, :]
+        keep = (keys <= rows) & (keys > rows - WINDOW) & attention_mask.bool()[:, None, None, :]
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+
+
+def _padding(b: int, n: int) -> torch.Tensor:
+    """(b, n) ones, the second row left-padded (its first rows keep no key) and holed."""
+    mask = torch.ones(b, n, dtype=torch.long)
+    mask[1, :70] = 0
+    mask[1, 200:210] = 0
+    return mask
+
+
+def test_window_and_padding_input_bound_the_keys_and_keep_the_mask() -> None:
+    """A condition read from an input (the padding) does not void the window's bounds:
+    the kernel visits the window's key blocks alone and applies the mask inside them."""
+    torch.manual_seed(0)
+    b, h, n, d = 2, 2, 300, 32
+    q, k, v = (torch.randn(b, h, n, d).to(F16) for _ in range(3))
+    pad = _padding(b, n)
+    fused = fc.compile(
+        PaddedWindow(), example_args=(q, k, v, pad), target="cuda", cuda_arch="sm_90",
+        compile_to="fused",
+    )  # fmt: skip
+    spec, _ = _dispatch_inputs(fused)
+    assert (spec.causal_offset, spec.window_start) == (0, 1 - WINDOW), spec
+    assert spec.mask_expr  # the padding is still applied, per tile
+    got = run_interpreted(
+        spec, *(x.reshape(b * h, n, d) for x in (q, k, v)), mask=[pad] * len(spec.mask_inputs)
+    )
+    with torch.no_grad():
+        want = PaddedWindow()(q.double(), k.double(), v.double(), pad)
+    assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
+
+
+def test_window_and_padding_input_on_the_cpu() -> None:
+    torch.manual_seed(0)
+    b, h, n, d = 2, 2, 300, 32
+    q, k, v = (torch.randn(b, h, n, d) for _ in range(3))
+    module = fc.compile(PaddedWindow(), example_args=(q, k, v, _padding(b, n)), remarks=True)
+    skipped = f"offset 0) skipped, keys before row{1 - WINDOW:+d} skipped (a sliding window)"
+    assert any(skipped in r.message for r in module.remarks), module.remarks
+    pad = _padding(b, n)[[1, 0]]  # other rows padded than at compile time
+    q, k, v = (torch.randn(b, h, n, d) for _ in range(3))
+    got = fc.load(module, device="local-task")(q, k, v, pad)
+    with torch.no_grad():
+        want = PaddedWindow()(q.double(), k.double(), v.double(), pad)
+    assert rel_error(torch.as_tensor(got), want) < 1e-5

@@ -375,6 +375,8 @@ def test_a_mask_reading_a_tensor_collapsed_to_rank_0_is_printed():
 _W = "%c2 = arith.constant 2 : index\n%lo = arith.subi %q, %c2 : index\n"
 _NINF = "%ninf = arith.constant 0xFF800000 : f32\n%z = arith.constant 0.0 : f32\n"
 _TRUE = "%t = arith.constant true\n"
+# a condition read from a tensor (a padding input), not followed: it bounds nothing
+_PAD = "%p = arith.cmpf ogt, %bv, %z : f32\n"
 
 
 @pytest.mark.parametrize(
@@ -433,6 +435,43 @@ _TRUE = "%t = arith.constant true\n"
             _NINF + "%ca = arith.cmpi sgt, %k, %q : index\n%c2 = arith.constant 2 : index\n"
             "%cb = arith.cmpi slt, %k, %c2 : index\n%c = arith.ori %ca, %cb : i1\n"
             "%r = arith.select %c, %ninf, %z : f32",
+            None,
+        ),  # fmt: skip
+        # kept where k <= q and the bias is positive (a padding input): the bound holds,
+        # the mask is applied inside it
+        (
+            _NINF + _PAD + "%ca = arith.cmpi sle, %k, %q : index\n"
+            "%c = arith.andi %ca, %p : i1\n%r = arith.select %c, %z, %ninf : f32",
+            causal.Band(0, None, False),
+        ),  # fmt: skip
+        # the window, and-ed with the padding on either side of it
+        (
+            _W + _NINF + _PAD + "%ca = arith.cmpi sle, %k, %q : index\n"
+            "%cb = arith.cmpi sge, %k, %lo : index\n%cp = arith.andi %p, %ca : i1\n"
+            "%c = arith.andi %cp, %cb : i1\n%r = arith.select %c, %z, %ninf : f32",
+            causal.Band(0, -2, False),
+        ),  # fmt: skip
+        # masked where k > q or where the padding says: the same, as a union
+        (
+            _NINF + _PAD + _TRUE + "%ca = arith.cmpi sgt, %k, %q : index\n"
+            "%np = arith.xori %p, %t : i1\n%c = arith.ori %ca, %np : i1\n"
+            "%r = arith.select %c, %ninf, %z : f32",
+            causal.Band(0, None, False),
+        ),  # fmt: skip
+        # masked where k > q and the padding says (an intersection): no bound
+        (
+            _NINF + _PAD + "%ca = arith.cmpi sgt, %k, %q : index\n"
+            "%c = arith.andi %ca, %p : i1\n%r = arith.select %c, %ninf, %z : f32",
+            None,
+        ),  # fmt: skip
+        # masked where the padding alone says: no bound
+        (_NINF + _PAD + "%r = arith.select %p, %z, %ninf : f32", None),
+        # finfo.min beside the padding: a row could keep no key, whose fills PyTorch weighs
+        (
+            "%ninf = arith.constant 0xFF7FFFFF : f32\n%z = arith.constant 0.0 : f32\n"
+            + _PAD
+            + "%ca = arith.cmpi sle, %k, %q : index\n"
+            "%c = arith.andi %ca, %p : i1\n%r = arith.select %c, %z, %ninf : f32",
             None,
         ),  # fmt: skip
     ],
