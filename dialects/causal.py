@@ -16,12 +16,14 @@ and keeps, for each subtree, what it is as a function of the mask's indices:
 What cannot be followed is None, but for a condition: one read from a tensor (an
 ``attention_mask`` input, document ids) is an unknown part of its union or intersection,
 so "masked where the keys pass the row, or where the padding says" still bounds the keys
-(the mask stays, applied inside the bounds: not pure). Comparisons keep MLIR's semantics: an unsigned one is
-read as the signed one only where both sides are sums of indices and non-negative
-constants (never negative). ``band`` turns a ``Masked`` over (batch, rows, keys) into
-the bounds of "keys > rows + upper or keys < rows + lower are masked", which lets the
-kernels and the online softmax start and stop each row block's key loop where its
-keys are (tile skipping); ``offset`` is the upper bound alone, the causal one.
+(the mask stays, applied inside the bounds: not pure). Comparisons keep MLIR's
+semantics: an unsigned one is read as the signed one only where both sides are sums of
+indices and non-negative constants (never negative).
+
+``band`` turns a ``Masked`` over (batch, rows, keys) into the bounds of "keys > rows +
+upper or keys < rows + lower are masked", which lets the kernels and the online softmax
+start and stop each row block's key loop where its keys are (tile skipping); ``offset``
+is the upper bound alone, the causal one.
 
 A mask whose tree reads constant tensors (a registered ``tril`` buffer) is not followed
 symbolically: with static sizes its values are computed (``expr.evaluate``, the
