@@ -47,3 +47,18 @@ def wait(fence: ir.Value) -> None:
     ir.Operation.create(
         "hal.fence.await", results=[i32], operands=[forever, fence], attributes={"flags": _flags()}
     )
+
+
+def buffer_view_type() -> ir.Type:
+    return ir.Type.parse("!hal.buffer_view")
+
+
+def alias(value: ir.Value, storage: ir.Value, wait: ir.Value) -> ir.Value:
+    """``value`` computed into ``storage`` (a caller's buffer view), once ``wait`` is
+    reached: IREE's ``iree.abi.output`` lowering. Static shapes only (no dims operands)."""
+    return ir.Operation.create(
+        "hal.tensor.alias",
+        results=[value.type],
+        operands=[value, storage, wait],
+        attributes={"operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 0, 1, 1])},
+    ).result

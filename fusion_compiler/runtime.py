@@ -10,6 +10,7 @@ import ast
 import hashlib
 import io
 import json
+import math
 import operator
 import re
 import struct
@@ -50,6 +51,20 @@ _DTYPES: dict[str, torch.dtype] = {
 }
 # numpy has no bfloat16: such tensors travel as their bits, typed for IREE explicitly.
 _BITS_AS = {torch.bfloat16: (torch.int16, rt.HalElementType.BFLOAT_16)}
+_ELEMENT_TYPES = {
+    torch.float64: rt.HalElementType.FLOAT_64,
+    torch.float32: rt.HalElementType.FLOAT_32,
+    torch.float16: rt.HalElementType.FLOAT_16,
+    torch.bfloat16: rt.HalElementType.BFLOAT_16,
+    torch.int64: rt.HalElementType.INT_64,
+    torch.int32: rt.HalElementType.INT_32,
+    torch.int16: rt.HalElementType.INT_16,
+    torch.int8: rt.HalElementType.INT_8,
+    torch.uint8: rt.HalElementType.UINT_8,
+    torch.bool: rt.HalElementType.BOOL_8,
+}
+# How many result storage arguments follow an entry point's inputs (signature.STORAGE_KEY)
+_STORAGE_KEY = "fusion.result_storage"
 
 
 @dataclass(frozen=True)
@@ -204,16 +219,46 @@ class Function:
         self._results = None
         if "fusion.results" in reflection:
             self._results = json.loads(reflection["fusion.results"])
+        # results written into storage the call passes (fusion-result-storage): static types
+        self._storage: list[TensorSpec] = []
+        if int(reflection.get(_STORAGE_KEY, 0)):
+            self._storage = [s for s in _specs(reflection["fusion.outputs"]) if s is not None]
 
     def __call__(self, *args: torch.Tensor | np.ndarray):
         tensors, on_gpu = self._arguments(args)
-        results = self._function(*[self._to_device(t) for t in tensors])
+        storage, kept = self._result_storage(tensors, on_gpu)
+        results = self._function(*[self._to_device(t) for t in tensors], *storage)
+        if kept:  # written where torch allocated them
+            return self._model_results(kept)
         convert = self._to_cuda if on_gpu else self._to_torch
         if results is None:
             results = []
         elif not isinstance(results, (tuple, list)):
             results = [results]
         return self._model_results([convert(r) for r in results])
+
+    def _result_storage(
+        self, tensors: list[torch.Tensor], on_gpu: bool
+    ) -> tuple[list[rt.HalBufferView], list[torch.Tensor]]:
+        """The buffers the call writes its results into, and, on CUDA, the torch tensors
+        they are (returned as the results, with no copy)."""
+        if not self._storage:
+            return [], []
+        if on_gpu:
+            device = next(t.device for t in tensors if t.is_cuda)
+            kept = [torch.empty(s.shape, dtype=s.dtype, device=device) for s in self._storage]
+            views = [self._device.from_dlpack_capsule(to_dlpack(t)) for t in kept]
+            return [_buffer_view(v) for v in views], kept
+        views = []
+        for spec in self._storage:
+            size = math.prod(spec.shape) * spec.dtype.itemsize
+            buffer = self._device.allocator.allocate_buffer(
+                memory_type=rt.MemoryType.DEVICE_LOCAL,
+                allowed_usage=rt.BufferUsage.DEFAULT,
+                allocation_size=max(size, 1),
+            )
+            views.append(rt.HalBufferView(buffer, list(spec.shape), _ELEMENT_TYPES[spec.dtype]))
+        return views, []
 
     def submit(self, *args: torch.Tensor | np.ndarray) -> Pending:
         """Queues the call without waiting for it (as CUDA launches are queued); calls
@@ -222,16 +267,19 @@ class Function:
             raise FusionCompilerError(f"{self.name} has no asynchronous form in this module")
         context, function, timeline = self._asynchronous
         tensors, on_gpu = self._arguments(args)
-        arguments = rt.VmVariantList(len(tensors) + 2)
+        storage, kept = self._result_storage(tensors, on_gpu)
+        arguments = rt.VmVariantList(len(tensors) + len(storage) + 2)
         for tensor in tensors:
             arguments.push_ref(_buffer_view(self._to_device(tensor)))
+        for view in storage:
+            arguments.push_ref(view)
         wait, done = timeline.next()
         arguments.push_ref(wait)
         arguments.push_ref(done)
         results = rt.VmVariantList(1)
         context.invoke(function, arguments, results)
         convert = self._to_cuda if on_gpu else self._host_result
-        return Pending(done, results, convert, self._model_results)
+        return Pending(done, results, convert, self._model_results, kept)
 
     def _model_results(self, tensors: list[torch.Tensor]):
         """What the model's forward returned: the module's tensors, with the constants
@@ -398,9 +446,16 @@ def _staged_to_host(device: rt.HalDevice, result: rt.DeviceArray) -> np.ndarray:
 class Pending:
     """A call submitted with ``Function.submit``: its results once its fence is reached."""
 
-    def __init__(self, fence: rt.HalFence, results: rt.VmVariantList, convert, structure) -> None:
+    def __init__(
+        self,
+        fence: rt.HalFence,
+        results: rt.VmVariantList,
+        convert,
+        structure,
+        kept: list[torch.Tensor] | None = None,  # results written into torch's tensors
+    ) -> None:
         self._fence, self._results, self._convert = fence, results, convert
-        self._structure = structure
+        self._structure, self._kept = structure, kept
 
     def wait(self) -> None:
         self._fence.wait()
@@ -408,6 +463,8 @@ class Pending:
     def result(self):
         """Waits for the call, then returns what calling the function would have."""
         self.wait()
+        if self._kept:
+            return self._structure(self._kept)
         values = [
             self._convert(self._results.get_as_ref(i).deref(rt.HalBufferView))
             for i in range(self._results.size)

@@ -124,6 +124,9 @@ _CPU_ROWS = "fusion-reduction-input-in-memory"
 # The head split and merge moved into the attention ops IREE lowers (or that are
 # decomposed), and the reshapes left behind folded.
 _TILE_AND_FUSE = ("fusion-tile-and-fuse", "canonicalize")
+# CUDA: results written into CUDA memory the caller (torch) allocated, never copied
+# through the host (IREE 3.13's CUDA allocator cannot export the buffers it allocates).
+_RESULT_STORAGE = "fusion-result-storage"
 DEFAULT_PIPELINES: dict[str, tuple[str, ...]] = {
     "cpu": (
         *_DETECT,
@@ -214,9 +217,11 @@ def pipeline(target: str, attention: str = "auto", kernel_arch: str | None = Non
     if target == "cpu" and attention in ("auto", "online-softmax"):
         return [*online_softmax_pipeline(*_CPU_BLOCKS), _CPU_ROWS, _CPU_BF16]
     if attention == "online-softmax":
-        return list(ONLINE_SOFTMAX_PIPELINE)
-    if attention == "auto" and kernel_arch is not None and target == "cuda":
-        return kernel_pipeline(kernel_arch)
-    if attention == "auto" and target == "vulkan":
-        return list(VULKAN_KERNEL_PIPELINE)
-    return list(DEFAULT_PIPELINES[target])
+        passes = list(ONLINE_SOFTMAX_PIPELINE)
+    elif attention == "auto" and kernel_arch is not None and target == "cuda":
+        passes = kernel_pipeline(kernel_arch)
+    elif attention == "auto" and target == "vulkan":
+        passes = list(VULKAN_KERNEL_PIPELINE)
+    else:
+        passes = list(DEFAULT_PIPELINES[target])
+    return passes + [_RESULT_STORAGE] if target == "cuda" else passes

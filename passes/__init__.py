@@ -22,6 +22,7 @@ _MODULES: dict[str, str] = {
     "fusion-kernel-attention": "fusion_compiler.passes.kernel_attention",
     "fusion-online-softmax": "fusion_compiler.passes.online_softmax",
     "fusion-reduction-input-in-memory": "fusion_compiler.passes.reduction_input_in_memory",
+    "fusion-result-storage": "fusion_compiler.passes.result_storage",
     "fusion-schedule": "fusion_compiler.passes.schedule",
     "fusion-spirv-attention": "fusion_compiler.passes.spirv_attention",
     "fusion-tile-and-fuse": "fusion_compiler.passes.tile_and_fuse",

@@ -46,3 +46,26 @@ def test_variant_on_gpu(case: str) -> None:
         got = run(*fresh)
         assert got.is_cuda == (device == "cuda")
         assert rel_error(got, want) < BOUND[entry["dtype"]], f"length {n}"
+
+
+STATIC_CUDA = sorted(c for c, e in INDEX.items() if e.get("device") == "cuda" and "lengths" not in e)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not STATIC_CUDA, reason=f"no prepared CUDA modules in {FOLDER}")
+@pytest.mark.parametrize("case", STATIC_CUDA[:8])
+def test_results_are_written_where_torch_allocated_them(case: str) -> None:
+    """fusion-result-storage: a CUDA call's result is a tensor torch allocated on the
+    device, written by the module: no device-to-host copy happens during the call."""
+    entry = INDEX[case]
+    run = fc.load(FOLDER / f"{case}.vmfb", device="cuda")
+    b, h, hkv, nq, nk, d = entry["shape"]
+    fresh = inputs((b, h, hkv, nq, nk, d), DTYPES[entry["dtype"]], device="cuda")
+    run(*fresh)  # the first call builds what later calls reuse
+    activities = [torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        got = run(*fresh)
+        torch.cuda.synchronize()
+    copies = [e.name for e in prof.events() if "DtoH" in e.name or "Device -> Host" in e.name]
+    assert got.is_cuda and got.untyped_storage().device.type == "cuda"
+    assert not copies, copies

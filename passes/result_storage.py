@@ -1,0 +1,148 @@
+"""fusion-result-storage: each entry point writes its results into buffers its caller
+passes (destination-passing), as IREE's ``iree.abi.output`` does::
+
+    @f$async(%in.., %wait, %done)             @f$async(%in.., %out.., %wait, %done)
+      %r = barrier join(%t) => %done     ->     %a = alias wait(%wait) => %t to %out
+                                                %r = barrier join(%a) => %done
+    @f(%in..) calls @f$async                  @f(%in.., %out..) passes them on
+
+IREE allocates a call's results itself, and IREE 3.13's CUDA allocator cannot export
+them through DLPack, so a result reached torch through the host. With storage the
+runtime passes tensors torch allocated on the device and hands them back as they are.
+An entry point whose results have dynamic sizes (known only once it ran) keeps its form.
+``signature.STORAGE_KEY`` tells the runtime how many storage arguments follow the inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fusion_compiler.dialects import hal
+
+from fusion_compiler import remarks, signature
+from fusion_compiler.ir import ir
+
+NAME = "fusion-result-storage"
+
+
+@dataclass(frozen=True)
+class Options:
+    pass
+
+
+def _functions(module: ir.Operation) -> dict[str, ir.Operation]:
+    return {
+        ir.StringAttr(op.attributes["sym_name"]).value: op.operation
+        for op in module.regions[0].blocks[0].operations
+        if op.operation.name == "util.func"
+    }
+
+
+def _owner(value: ir.Value) -> ir.Operation | None:
+    owner = value.owner
+    return owner.operation if isinstance(owner, ir.Operation | ir.OpView) else None
+
+
+def _results(body: ir.Operation) -> tuple[ir.Operation, list[int]] | str:
+    """The barrier that joins the results of an ``$async`` body, and which of its values
+    each returned buffer view exports; or why there is none."""
+    block = body.regions[0].blocks[0]
+    ret = list(block.operations)[-1].operation
+    barrier, joined = None, []
+    for value in ret.operands:
+        export = _owner(value)
+        if export is None or export.name != "hal.tensor.export":
+            return "a result that is not an exported tensor"
+        source = export.operands[0]
+        owner = _owner(source)
+        if owner is None or owner.name != "hal.tensor.barrier":
+            return "a result not joined by the call's barrier"
+        if barrier is not None and owner != barrier:
+            return "results joined by several barriers"
+        if not ir.RankedTensorType(source.type).has_static_shape:
+            return "a result of dynamic size (known only once the call ran)"
+        barrier = owner
+        joined.append(ir.OpResult(source).result_number)
+    if barrier is None:
+        return "no result"
+    return barrier, joined
+
+
+def _set_type(func: ir.Operation) -> None:
+    block = func.regions[0].blocks[0]
+    old = ir.TypeAttr(func.attributes["function_type"]).value
+    inputs = [a.type for a in block.arguments]
+    func.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get(inputs, ir.FunctionType(old).results)
+    )
+
+
+def give_storage_async(body: ir.Operation, barrier: ir.Operation, joined: list[int]) -> None:
+    """f$async(%in.., %wait, %done) -> f$async(%in.., %out.., %wait, %done), each result
+    aliased to its storage before the barrier."""
+    block = body.regions[0].blocks[0]
+    n = len(block.arguments)
+    storage = [block.add_argument(hal.buffer_view_type(), body.location) for _ in joined]
+    # the fences move behind the storage: new arguments take their uses, the old go
+    for fence in list(block.arguments)[n - 2 : n]:
+        moved = block.add_argument(fence.type, body.location)
+        fence.replace_all_uses_with(moved)
+    block.erase_argument(n - 2)
+    block.erase_argument(n - 2)
+    wait = block.arguments[len(block.arguments) - 2]
+    with ir.InsertionPoint(barrier), barrier.location:
+        for out, index in zip(storage, joined, strict=True):
+            barrier.operands[index] = hal.alias(barrier.operands[index], out, wait)
+    _set_type(body)
+
+
+def give_storage_sync(func: ir.Operation, callee: str, count: int) -> None:
+    """f(%in..) -> f(%in.., %out..), passed on to ``callee`` before its fences."""
+    block = func.regions[0].blocks[0]
+    storage = [block.add_argument(hal.buffer_view_type(), func.location) for _ in range(count)]
+    calls = [
+        op.operation
+        for op in block.operations
+        if op.operation.name == "util.call"
+        and ir.FlatSymbolRefAttr(op.operation.attributes["callee"]).value == callee
+    ]
+    for call in calls:
+        operands = list(call.operands)
+        with ir.InsertionPoint(call), call.location:
+            new = ir.Operation.create(
+                "util.call",
+                results=[r.type for r in call.results],
+                operands=operands[:-2] + storage + operands[-2:],
+                attributes={name: call.attributes[name] for name in call.attributes},
+            )
+        for old, value in zip(call.results, new.results, strict=True):
+            old.replace_all_uses_with(value)
+        call.erase()
+    _set_type(func)
+    reflection = {}
+    if "iree.reflection" in func.attributes:
+        reflection = {a.name: a.attr for a in ir.DictAttr(func.attributes["iree.reflection"])}
+    reflection[signature.STORAGE_KEY] = ir.StringAttr.get(str(count))
+    func.attributes["iree.reflection"] = ir.DictAttr.get(reflection)
+
+
+def run(module: ir.Operation, options: Options) -> None:
+    with module.context:
+        functions = _functions(module)
+        for name, func in functions.items():
+            body = functions.get(f"{name}$async")
+            if body is None or signature.STORAGE_KEY in str(func.attributes):
+                continue
+            found = _results(body)
+            if isinstance(found, str):
+                remarks.emit(
+                    func.location, f"{name} returns its results as IREE allocates them: {found}"
+                )
+                continue
+            barrier, joined = found
+            give_storage_async(body, barrier, joined)
+            give_storage_sync(func, f"{name}$async", len(joined))
+            remarks.emit(
+                func.location,
+                f"{name} writes its {len(joined)} result(s) into storage its caller passes",
+            )

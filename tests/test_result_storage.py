@@ -1,0 +1,51 @@
+"""fusion-result-storage: an entry point writes its results into buffers its caller
+passes. On CUDA (the default there) the runtime passes tensors torch allocated and returns
+them as they are; here, on the CPU, the pass is asked for by name and the runtime passes
+buffers of IREE's allocator."""
+
+from __future__ import annotations
+
+import torch
+from conftest import rel_error
+
+import fusion_compiler as fc
+
+STORAGE = "builtin.module(fusion-result-storage)"
+
+
+class ThreeResults(torch.nn.Module):
+    """Results of three element types, one of them an input passed through."""
+
+    def forward(self, q, k, v):
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return o * 2, (o.sum(-1) > 0).to(torch.int64), q.to(torch.bfloat16), q
+
+
+def test_results_written_into_storage_equal_pytorch() -> None:
+    q, k, v = (torch.randn(1, 2, 8, 16) for _ in range(3))
+    module = fc.compile(ThreeResults(), example_args=(q, k, v), pipeline=STORAGE)
+    assert any("writes its 4 result(s) into storage" in r.message for r in module.remarks)
+    run = fc.load(module)
+    q, k, v = (torch.randn(1, 2, 8, 16) for _ in range(3))
+    want = ThreeResults()(q, k, v)
+    for got in (run(q, k, v), run["main"].submit(q, k, v).result()):
+        assert [g.dtype for g in got] == [w.dtype for w in want]
+        assert rel_error(got[0], want[0]) < 1e-6
+        for g, w in zip(got[1:], want[1:], strict=True):
+            assert torch.equal(g, w)
+
+
+def test_cuda_modules_take_result_storage_and_dynamic_results_do_not() -> None:
+    q = torch.randn(1, 2, 8, 16)
+    fused = fc.compile(ThreeResults(), example_args=(q, q, q), target="cuda", compile_to="fused")
+    assert "fusion.result_storage = \"4\"" in fused.mlir
+    n = torch.export.Dim("n", min=2, max=64)
+    dynamic = fc.compile(
+        ThreeResults(),
+        example_args=(q, q, q),
+        dynamic_shapes=({2: n},) * 3,
+        target="cuda",
+        compile_to="fused",
+    )
+    assert "fusion.result_storage" not in dynamic.mlir
+    assert any("a result of dynamic size" in r.message for r in dynamic.remarks)
