@@ -5,11 +5,12 @@ On the GPU machine:  python3 benchmarks/call_overhead.py run build/calls OUT
 
 Systems, every one timed the three ways of harness.py: ``ours`` (the sm_90 kernel, its
 results written into CUDA tensors torch allocated: fusion-result-storage, the default),
-``ours_via_host`` (the same module without it: IREE allocates the results, which reach
-torch through the host), torch SDPA with cuDNN and with FlashAttention-2. Then, for each
-of ours, where a blocking call's time goes (argument checks and torch's stream sync,
-result storage, DLPack imports, the invoke until its results are finished, the
-conversion of its results) and how many device-to-host copies the profiler sees per call.
+``ours_via_host`` (the same module without it: IREE allocates each result per call,
+handed to torch through DLPack where IREE exports it, else through the host), torch SDPA
+with cuDNN and with FlashAttention-2. Then, for each of ours, where a blocking call's time
+goes (argument checks and torch's stream sync, result storage, DLPack imports, the invoke
+until its results are finished, the conversion of its results) and the memory copies the
+profiler sees per call.
 """
 
 from __future__ import annotations
@@ -103,19 +104,28 @@ def breakdown(function, inputs: list[tuple], repeats: int = harness.REPEATS) -> 
     return steps
 
 
-def host_copies(call, inputs: list[tuple], repeats: int = 10) -> float:
-    """Device-to-host copies per call, as the profiler sees them."""
+def copies(call, inputs: list[tuple], repeats: int = 10) -> dict[str, float]:
+    """Copies per call by direction (``Memcpy DtoH``, ``Memcpy HtoD``...), as the
+    profiler sees them."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for i in range(repeats):
             call(*inputs[i % len(inputs)])
         torch.cuda.synchronize()
-    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    return sum("DtoH" in n or "Device -> Host" in n for n in names) / repeats
+    found: dict[str, float] = {}
+    for event in prof.events():
+        if event.name.startswith("Memcpy"):
+            kind = event.name.split()[1]
+            found[kind] = found.get(kind, 0) + 1 / repeats
+    return found
 
 
 def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    from fusion_compiler import runtime
+
+    # IREE's CUDA driver flags, set once per process before the first module loads
+    runtime._CUDA_FLAGS = (*runtime._CUDA_FLAGS, *args.cuda_flag)
     records = []
     for name, case in CASES.items():
         if args.only not in name:
@@ -136,23 +146,30 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
         systems["torch_sdpa_cudnn"] = with_backend(SDPBackend.CUDNN_ATTENTION)
         systems["torch_sdpa_flash"] = with_backend(SDPBackend.FLASH_ATTENTION)
         fields = dict(case=name, B=b, H=h, Nq=nq, Nk=nk, D=d, causal=causal, dtype="float16")
+        fields["cuda_flags"] = " ".join(runtime._CUDA_FLAGS)
         flops = harness.attention_flops(b, h, nq, nk, d, causal and nq == nk)
         for system, call in systems.items():
             record = harness.measure(fields, system, call, inputs, reference, flops, True)
             if "error" not in record:
-                record["host_copies"] = host_copies(call, inputs)
+                record["copies"] = copies(call, inputs)
                 if system in MODULES:
                     record["steps_ms"] = breakdown(call, inputs)
             records.append(record)
-        harness.write(records, out, "call_overhead", render)  # so far
+        harness.write(records, out, f"call_overhead{args.tag}", render)  # so far
     return records
 
 
+def _copies(found: dict[str, float]) -> str:
+    return ", ".join(f"{n:g} {kind}" for kind, n in sorted(found.items())) or "0"
+
+
 def render(records: list[dict]) -> str:
+    flags = records[0].get("cuda_flags", "") if records else ""
     lines = [
+        f"IREE CUDA flags: {flags}\n",
         "Per call (ms): device = CUPTI kernel time, loop = back-to-back wall time, call = one "
-        "blocking call; over = call - device; DtoH = device-to-host copies per call.\n",
-        "| case | system | device | loop | call | over | DtoH | rel. error |",
+        "blocking call; over = call - device; copies = memory copies per call, by direction.\n",
+        "| case | system | device | loop | call | over | copies | rel. error |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
@@ -162,7 +179,7 @@ def render(records: list[dict]) -> str:
         over = r["call_ms"] - r["device_ms"] if r["device_ms"] is not None else math.nan
         lines.append(
             f"| {r['case']} | {r['system']} | {r['device_ms']:.3f} | {r['loop_ms']:.3f} "
-            f"| {r['call_ms']:.3f} | {over:.3f} | {r.get('host_copies', 0):g} "
+            f"| {r['call_ms']:.3f} | {over:.3f} | {_copies(r.get('copies', {}))} "
             f"| {r['rel_err']:.1e} |"
         )
     steps = [r for r in records if "steps_ms" in r]
@@ -185,5 +202,12 @@ def render(records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cuda-flag", action="append", default=[], help="an IREE CUDA driver flag to add"
+    )
+    parser.add_argument("--tag", default="", help="appended to the results' file names")
+
+
 if __name__ == "__main__":
-    sys.exit(harness.main(__doc__.splitlines()[0], prepare, run))
+    sys.exit(harness.main(__doc__.splitlines()[0], prepare, run, options=_options))

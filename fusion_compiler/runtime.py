@@ -393,11 +393,10 @@ class Function:
         return rt.asdevicearray(self._device, host.numpy())
 
     def _to_cuda(self, result) -> torch.Tensor:
-        """A result as a CUDA tensor: shared through DLPack where IREE can export it.
-
-        IREE 3.13's CUDA allocator cannot export the buffers it allocates for results
-        (measured: UNAVAILABLE), so those still travel device -> host -> device.
-        """
+        """A result IREE allocated as a CUDA tensor: shared through DLPack (IREE 3.13
+        exports the buffers its CUDA allocator makes; measured on an H200), through the
+        host where it cannot. Static results need neither: they are written into
+        tensors torch allocated (``_result_storage``)."""
         view = _buffer_view(result)
         try:
             return from_dlpack(self._device.create_dlpack_capsule(view, _DLPACK_CUDA, 0))
@@ -475,8 +474,10 @@ class Pending:
 # IREE's CUDA driver flags, set once before the first CUDA device is made. Measured on
 # the H200 (benchmarks/results/experiments.md): with stream-ordered (async) allocations a
 # blocking call of a one-kernel attention module took 3.3 ms for 0.08 ms of kernel and
-# 26.4 ms for 3.9 ms; without them 0.55 ms and 4.8 ms.
-_CUDA_FLAGS = ("--cuda_async_allocations=false",)
+# 26.4 ms for 3.9 ms; without them 0.55 ms and 4.8 ms. Command buffers executed inline on
+# IREE's stream where they can be: a blocking call of B4 H16 N1024 D128 0.230 -> 0.164 ms,
+# the other cases within 7% (benchmarks/results/call_overhead_h200.md).
+_CUDA_FLAGS = ("--cuda_async_allocations=false", "--cuda_allow_inline_execution=true")
 _cuda_flags_set = False
 
 

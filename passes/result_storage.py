@@ -6,9 +6,11 @@ passes (destination-passing), as IREE's ``iree.abi.output`` does::
                                                 %r = barrier join(%a) => %done
     @f(%in..) calls @f$async                  @f(%in.., %out..) passes them on
 
-IREE allocates a call's results itself, and IREE 3.13's CUDA allocator cannot export
-them through DLPack, so a result reached torch through the host. With storage the
-runtime passes tensors torch allocated on the device and hands them back as they are.
+Without it IREE allocates each result afresh for every call (with the CUDA driver's
+stream-ordered allocations off, as the runtime sets them, a synchronous allocation and a
+free that waits for the device): on an H200 a blocking call of one attention kernel took
+0.1-0.35 ms longer (benchmarks/results/call_overhead_h200.md). With storage the runtime
+passes tensors torch allocated on the device and hands them back as they are.
 An entry point whose results have dynamic sizes (known only once it ran) keeps its form.
 ``signature.STORAGE_KEY`` tells the runtime how many storage arguments follow the inputs.
 """

@@ -38,7 +38,7 @@ def test_results_written_into_storage_equal_pytorch() -> None:
 def test_cuda_modules_take_result_storage_and_dynamic_results_do_not() -> None:
     q = torch.randn(1, 2, 8, 16)
     fused = fc.compile(ThreeResults(), example_args=(q, q, q), target="cuda", compile_to="fused")
-    assert "fusion.result_storage = \"4\"" in fused.mlir
+    assert 'fusion.result_storage = "4"' in fused.mlir
     n = torch.export.Dim("n", min=2, max=64)
     dynamic = fc.compile(
         ThreeResults(),
