@@ -4,7 +4,7 @@ On the CPU machine:  .venv/bin/python benchmarks/call_overhead.py prepare build/
 On the GPU machine:  python3 benchmarks/call_overhead.py run build/calls OUT
 
 Systems, every one timed the three ways of harness.py: ``ours`` (the sm_90 kernel, its
-results written into CUDA tensors torch allocated: fusion-result-storage, the default),
+results written into CUDA tensors torch allocated: fusion-caller-storage, the default),
 ``ours_via_host`` (the same module without it: IREE allocates each result per call,
 handed to torch through DLPack where IREE exports it, else through the host), torch SDPA
 with cuDNN and with FlashAttention-2. Then, for each of ours, where a blocking call's time
@@ -59,7 +59,7 @@ def prepare(folder: Path, args: argparse.Namespace) -> None:
     from fusion_compiler import targets
 
     # the sm_90 pipeline as fc.compile runs it, less the result storage
-    via_host = [p for p in targets.kernel_pipeline("sm_90") if p != "fusion-result-storage"]
+    via_host = [p for p in targets.kernel_pipeline("sm_90") if p != "fusion-caller-storage"]
     options = {
         "ours": {},
         "ours_via_host": {"pipeline": f"builtin.module({','.join(via_host)})"},

@@ -62,3 +62,11 @@ def alias(value: ir.Value, storage: ir.Value, wait: ir.Value) -> ir.Value:
         operands=[value, storage, wait],
         attributes={"operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 0, 1, 1])},
     ).result
+
+
+def transients(value: ir.Value, storage: ir.Value) -> ir.Value:
+    """``value``, whose computation takes its transient memory from ``storage`` (a
+    caller's buffer view) instead of allocating it on the queue."""
+    return ir.Operation.create(
+        "hal.tensor.transients", results=[value.type], operands=[value, storage]
+    ).result

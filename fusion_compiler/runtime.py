@@ -199,6 +199,7 @@ class Function:
         device: rt.HalDevice,
         zero_copy: bool = False,
         asynchronous: tuple | None = None,  # (vm context, the $async function, timeline)
+        transient_size: int = 0,  # bytes of transient memory a call with storage takes
     ):
         self.name = name
         self._function = function
@@ -219,17 +220,19 @@ class Function:
         self._results = None
         if "fusion.results" in reflection:
             self._results = json.loads(reflection["fusion.results"])
-        # results written into storage the call passes (fusion-result-storage): static types
+        # results written into storage the call passes, then its transient memory
+        # (fusion-caller-storage): static types, a size IREE computed
         self._storage: list[TensorSpec] = []
         if int(reflection.get(_STORAGE_KEY, 0)):
             self._storage = [s for s in _specs(reflection["fusion.outputs"]) if s is not None]
+        self._transient_size = transient_size
 
     def __call__(self, *args: torch.Tensor | np.ndarray):
         tensors, on_gpu = self._arguments(args)
         storage, kept = self._result_storage(tensors, on_gpu)
         results = self._function(*[self._to_device(t) for t in tensors], *storage)
-        if kept:  # written where torch allocated them
-            return self._model_results(kept)
+        if kept:  # written where torch allocated them (the last is transient memory)
+            return self._model_results(kept[:-1])
         convert = self._to_cuda if on_gpu else self._to_torch
         if results is None:
             results = []
@@ -240,24 +243,26 @@ class Function:
     def _result_storage(
         self, tensors: list[torch.Tensor], on_gpu: bool
     ) -> tuple[list[rt.HalBufferView], list[torch.Tensor]]:
-        """The buffers the call writes its results into, and, on CUDA, the torch tensors
-        they are (returned as the results, with no copy)."""
+        """The buffers the call writes its results into and takes its transient memory
+        from, and, on CUDA, the torch tensors they are: the results (returned with no
+        copy), then the transient memory (kept until the call is done)."""
         if not self._storage:
             return [], []
-        if on_gpu:
+        shapes = [(s.shape, s.dtype) for s in self._storage]
+        shapes.append(((max(self._transient_size, 1),), torch.uint8))
+        if on_gpu:  # from torch's caching allocator: no device allocation per call
             device = next(t.device for t in tensors if t.is_cuda)
-            kept = [torch.empty(s.shape, dtype=s.dtype, device=device) for s in self._storage]
+            kept = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in shapes]
             views = [self._device.from_dlpack_capsule(to_dlpack(t)) for t in kept]
             return [_buffer_view(v) for v in views], kept
         views = []
-        for spec in self._storage:
-            size = math.prod(spec.shape) * spec.dtype.itemsize
+        for shape, dtype in shapes:
             buffer = self._device.allocator.allocate_buffer(
                 memory_type=rt.MemoryType.DEVICE_LOCAL,
                 allowed_usage=rt.BufferUsage.DEFAULT,
-                allocation_size=max(size, 1),
+                allocation_size=max(math.prod(shape) * dtype.itemsize, 1),
             )
-            views.append(rt.HalBufferView(buffer, list(spec.shape), _ELEMENT_TYPES[spec.dtype]))
+            views.append(rt.HalBufferView(buffer, list(shape), _ELEMENT_TYPES[dtype]))
         return views, []
 
     def submit(self, *args: torch.Tensor | np.ndarray) -> Pending:
@@ -462,8 +467,8 @@ class Pending:
     def result(self):
         """Waits for the call, then returns what calling the function would have."""
         self.wait()
-        if self._kept:
-            return self._structure(self._kept)
+        if self._kept:  # written where torch allocated them (the last is transient memory)
+            return self._structure(self._kept[:-1])
         values = [
             self._convert(self._results.get_as_ref(i).deref(rt.HalBufferView))
             for i in range(self._results.size)
@@ -549,11 +554,24 @@ class LoadedModule:
             self.config.device,
             zero_copy=self.device == "cuda",
             asynchronous=queued,
+            transient_size=_transient_size(asynchronous),
         )
 
     def __call__(self, *args: torch.Tensor | np.ndarray):
         name = "main" if "main" in self.function_names else self.function_names[0]
         return self[name](*args)
+
+
+def _transient_size(asynchronous) -> int:
+    """The transient memory a call of an entry point with caller storage takes: a constant
+    IREE folded its size query into (static shapes, as fusion-caller-storage gives)."""
+    if asynchronous is None:
+        return 0
+    size = asynchronous.reflection.get("iree.abi.transients.size.constant", "0")
+    try:
+        return int(size.split(":")[0])
+    except ValueError:
+        return 0
 
 
 def load(module: object, device: str = "local-task") -> LoadedModule:

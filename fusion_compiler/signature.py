@@ -24,7 +24,8 @@ RANGES_KEY = "fusion.dim_ranges"
 # constant the program returned (None) that the runtime puts back.
 RESULTS_KEY = "fusion.results"
 # How many result storage buffer views follow an entry point's inputs
-# (``fusion-result-storage``): the runtime passes one per result, of its type.
+# (``fusion-caller-storage``): the runtime passes one per result, of its type, then one
+# buffer for the call's transient memory.
 STORAGE_KEY = "fusion.result_storage"
 ANY = "*"  # an argument the module never reads: any tensor will do
 
@@ -76,7 +77,7 @@ def attach(module: ir.Operation) -> None:
         if "iree.reflection" in func.attributes:
             entries = {a.name: a.attr for a in ir.DictAttr(func.attributes["iree.reflection"])}
         if STORAGE_KEY in entries:  # compiled before: its result storage follows the inputs
-            inputs = inputs[: len(inputs) - int(ir.StringAttr(entries[STORAGE_KEY]).value)]
+            inputs = inputs[: len(inputs) - int(ir.StringAttr(entries[STORAGE_KEY]).value) - 1]
         entries[INPUTS_KEY] = ir.StringAttr.get(";".join(inputs), context=context)
         entries[OUTPUTS_KEY] = ir.StringAttr.get(";".join(outputs), context=context)
         dims = facts.get(DIMS_KEY, {}).get(name)

@@ -14,6 +14,7 @@ from types import ModuleType
 _MODULES: dict[str, str] = {
     "fusion-additive-mask": "fusion_compiler.passes.additive_mask",
     "fusion-bf16-via-f32": "fusion_compiler.passes.bf16_via_f32",
+    "fusion-caller-storage": "fusion_compiler.passes.caller_storage",
     "fusion-decompose-attention": "fusion_compiler.passes.decompose_attention",
     "fusion-detect-attention": "fusion_compiler.passes.detect_attention",
     "fusion-find-softmax": "fusion_compiler.passes.find_softmax",
@@ -22,7 +23,6 @@ _MODULES: dict[str, str] = {
     "fusion-kernel-attention": "fusion_compiler.passes.kernel_attention",
     "fusion-online-softmax": "fusion_compiler.passes.online_softmax",
     "fusion-reduction-input-in-memory": "fusion_compiler.passes.reduction_input_in_memory",
-    "fusion-result-storage": "fusion_compiler.passes.result_storage",
     "fusion-schedule": "fusion_compiler.passes.schedule",
     "fusion-spirv-attention": "fusion_compiler.passes.spirv_attention",
     "fusion-tile-and-fuse": "fusion_compiler.passes.tile_and_fuse",

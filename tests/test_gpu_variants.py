@@ -57,7 +57,7 @@ STATIC_CUDA = sorted(
 @pytest.mark.skipif(not STATIC_CUDA, reason=f"no prepared CUDA modules in {FOLDER}")
 @pytest.mark.parametrize("case", STATIC_CUDA[:8])
 def test_results_are_written_where_torch_allocated_them(case: str) -> None:
-    """fusion-result-storage: the module writes its result into a tensor torch allocated
+    """fusion-caller-storage: the module writes its result into a tensor torch allocated
     on the device (poisoned with NaN first), and a call returns that tensor, copied nowhere."""
     entry = INDEX[case]
     model = Attention(**entry["kwargs"]).eval()
@@ -68,7 +68,7 @@ def test_results_are_written_where_torch_allocated_them(case: str) -> None:
         want = model.double().cuda()(*(x.double() for x in fresh))
     tensors, on_gpu = function._arguments(fresh)
     storage, kept = function._result_storage(tensors, on_gpu)
-    assert len(kept) == 1 and kept[0].is_cuda
+    assert len(kept) == 2 and kept[0].is_cuda  # the result, then transient memory
     kept[0].fill_(float("nan"))
     function._function(*[function._to_device(t) for t in tensors], *storage)
     assert rel_error(kept[0], want) < BOUND[entry["dtype"]]

@@ -1,7 +1,7 @@
-"""fusion-result-storage: an entry point writes its results into buffers its caller
-passes. On CUDA (the default there) the runtime passes tensors torch allocated and returns
-them as they are; here, on the CPU, the pass is asked for by name and the runtime passes
-buffers of IREE's allocator."""
+"""fusion-caller-storage: an entry point writes its results into buffers its caller
+passes and takes its transient memory from another. On CUDA (the default there) the
+runtime passes tensors torch allocated and returns them as they are; here, on the CPU, the
+pass is asked for by name and the runtime passes buffers of IREE's allocator."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from conftest import rel_error
 
 import fusion_compiler as fc
 
-STORAGE = "builtin.module(fusion-result-storage)"
+STORAGE = "builtin.module(fusion-caller-storage)"
 
 
 class ThreeResults(torch.nn.Module):
@@ -35,7 +35,7 @@ def test_results_written_into_storage_equal_pytorch() -> None:
             assert torch.equal(g, w)
 
 
-def test_cuda_modules_take_result_storage_and_dynamic_results_do_not() -> None:
+def test_cuda_modules_take_caller_storage_and_dynamic_ones_do_not() -> None:
     q = torch.randn(1, 2, 8, 16)
     fused = fc.compile(ThreeResults(), example_args=(q, q, q), target="cuda", compile_to="fused")
     assert 'fusion.result_storage = "4"' in fused.mlir
@@ -48,4 +48,16 @@ def test_cuda_modules_take_result_storage_and_dynamic_results_do_not() -> None:
         compile_to="fused",
     )
     assert "fusion.result_storage" not in dynamic.mlir
-    assert any("a result of dynamic size" in r.message for r in dynamic.remarks)
+    assert any("an input of dynamic size" in r.message for r in dynamic.remarks)
+
+
+def test_generated_kernels_take_their_scratch_memory_from_the_caller() -> None:
+    """The sm_90 kernel's scratch (Triton's global scratch) is transient memory: in the
+    caller's buffer, no allocation on the queue per call."""
+    q = torch.randn(1, 2, 128, 64, dtype=torch.float16)
+    hal = fc.compile(
+        ThreeResults(), example_args=(q, q, q), target="cuda", cuda_arch="sm_90",
+        compile_to="hal",
+    )  # fmt: skip
+    assert "hal.device.queue.alloca" not in hal.mlir
+    assert "iree.abi.transients.size.constant" in hal.mlir

@@ -1,18 +1,23 @@
-"""fusion-result-storage: each entry point writes its results into buffers its caller
-passes (destination-passing), as IREE's ``iree.abi.output`` does::
+"""fusion-caller-storage: each entry point writes its results, and keeps its transient
+memory, in buffers its caller passes (destination-passing, as IREE's
+``iree.abi.output`` and ``iree.abi.transients`` do)::
 
-    @f$async(%in.., %wait, %done)             @f$async(%in.., %out.., %wait, %done)
-      %r = barrier join(%t) => %done     ->     %a = alias wait(%wait) => %t to %out
-                                                %r = barrier join(%a) => %done
-    @f(%in..) calls @f$async                  @f(%in.., %out..) passes them on
+    @f$async(%in.., %wait, %done)          @f$async(%in.., %out.., %tmp, %wait, %done)
+      %r = barrier join(%t) => %done  ->     %a = alias wait(%wait) => %t to %out
+                                             %b = transients %a from %tmp
+                                             %r = barrier join(%b) => %done
+    @f(%in..) calls @f$async               @f(%in.., %out.., %tmp) passes them on
 
-Without it IREE allocates each result afresh for every call (with the CUDA driver's
-stream-ordered allocations off, as the runtime sets them, a synchronous allocation and a
-free that waits for the device): on an H200 a blocking call of one attention kernel took
-0.1-0.35 ms longer (benchmarks/results/call_overhead_h200.md). With storage the runtime
-passes tensors torch allocated on the device and hands them back as they are.
-An entry point whose results have dynamic sizes (known only once it ran) keeps its form.
-``signature.STORAGE_KEY`` tells the runtime how many storage arguments follow the inputs.
+Without it IREE allocates each result, and the scratch memory of the generated kernels,
+afresh for every call: with the CUDA driver's stream-ordered allocations off (as the
+runtime sets them) a synchronous allocation and a free that waits for the device, 0.1 ms
+and more of a blocking call on an H200 (benchmarks/results/call_overhead_h200.md). With
+storage the runtime passes tensors torch allocated on the device and hands the results
+back as they are; ``iree.abi.transients.size.constant`` on the ``$async`` function says
+how large the transient buffer must be. An entry point with inputs or results of dynamic
+size (known only once it is called, or once it ran) keeps its form.
+``signature.STORAGE_KEY`` tells the runtime how many result buffers follow the inputs,
+then one transient buffer.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from fusion_compiler.dialects import hal
 from fusion_compiler import remarks, signature
 from fusion_compiler.ir import ir
 
-NAME = "fusion-result-storage"
+NAME = "fusion-caller-storage"
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,11 @@ def _results(body: ir.Operation) -> tuple[ir.Operation, list[int]] | str:
     """The barrier that joins the results of an ``$async`` body, and which of its values
     each returned buffer view exports; or why there is none."""
     block = body.regions[0].blocks[0]
+    for op in block.operations:
+        op = op.operation
+        if op.name == "hal.tensor.import":
+            if not ir.RankedTensorType(op.results[0].type).has_static_shape:
+                return "an input of dynamic size (the transient memory's size would be too)"
     ret = list(block.operations)[-1].operation
     barrier, joined = None, []
     for value in ret.operands:
@@ -80,11 +90,12 @@ def _set_type(func: ir.Operation) -> None:
 
 
 def give_storage_async(body: ir.Operation, barrier: ir.Operation, joined: list[int]) -> None:
-    """f$async(%in.., %wait, %done) -> f$async(%in.., %out.., %wait, %done), each result
-    aliased to its storage before the barrier."""
+    """f$async(%in.., %wait, %done) -> f$async(%in.., %out.., %tmp, %wait, %done), each
+    result aliased to its storage and computed with %tmp's memory before the barrier."""
     block = body.regions[0].blocks[0]
     n = len(block.arguments)
-    storage = [block.add_argument(hal.buffer_view_type(), body.location) for _ in joined]
+    views = [block.add_argument(hal.buffer_view_type(), body.location) for _ in joined]
+    scratch = block.add_argument(hal.buffer_view_type(), body.location)
     # the fences move behind the storage: new arguments take their uses, the old go
     for fence in list(block.arguments)[n - 2 : n]:
         moved = block.add_argument(fence.type, body.location)
@@ -93,15 +104,16 @@ def give_storage_async(body: ir.Operation, barrier: ir.Operation, joined: list[i
     block.erase_argument(n - 2)
     wait = block.arguments[len(block.arguments) - 2]
     with ir.InsertionPoint(barrier), barrier.location:
-        for out, index in zip(storage, joined, strict=True):
-            barrier.operands[index] = hal.alias(barrier.operands[index], out, wait)
+        for out, index in zip(views, joined, strict=True):
+            aliased = hal.alias(barrier.operands[index], out, wait)
+            barrier.operands[index] = hal.transients(aliased, scratch)
     _set_type(body)
 
 
 def give_storage_sync(func: ir.Operation, callee: str, count: int) -> None:
-    """f(%in..) -> f(%in.., %out..), passed on to ``callee`` before its fences."""
+    """f(%in..) -> f(%in.., %out.., %tmp), passed on to ``callee`` before its fences."""
     block = func.regions[0].blocks[0]
-    storage = [block.add_argument(hal.buffer_view_type(), func.location) for _ in range(count)]
+    storage = [block.add_argument(hal.buffer_view_type(), func.location) for _ in range(count + 1)]
     calls = [
         op.operation
         for op in block.operations
@@ -137,14 +149,14 @@ def run(module: ir.Operation, options: Options) -> None:
                 continue
             found = _results(body)
             if isinstance(found, str):
-                remarks.emit(
-                    func.location, f"{name} returns its results as IREE allocates them: {found}"
-                )
+                why = f"{name} returns its results as IREE allocates them: {found}"
+                remarks.emit(func.location, why)
                 continue
             barrier, joined = found
             give_storage_async(body, barrier, joined)
             give_storage_sync(func, f"{name}$async", len(joined))
-            remarks.emit(
-                func.location,
-                f"{name} writes its {len(joined)} result(s) into storage its caller passes",
+            written = (
+                f"{name} writes its {len(joined)} result(s) into storage its caller passes, "
+                "and takes its transient memory from the caller"
             )
+            remarks.emit(func.location, written)

@@ -1,8 +1,9 @@
 // RUN: fusion-opt %s --split-input-file --verify-diagnostics \
-// RUN:   --pass-pipeline='builtin.module(fusion-result-storage)' | FileCheck %s
+// RUN:   --pass-pipeline='builtin.module(fusion-caller-storage)' | FileCheck %s
 
-// Two results: each computed into a storage argument that follows the inputs (before
-// the fences in the $async body, last in the blocking one), which passes them on.
+// Two results: each computed into a storage argument that follows the inputs, with its
+// transient memory from the argument after them (before the fences in the $async body,
+// last in the blocking one, which passes them on).
 #map = affine_map<(d0, d1) -> (d0, d1)>
 #map1 = affine_map<(d0, d1) -> (d0)>
 util.func public @main$async(%arg0: !hal.buffer_view, %arg1: !hal.fence, %arg2: !hal.fence) -> (!hal.buffer_view, !hal.buffer_view) attributes {inlining_policy = #util.inline.never, iree.abi.model = "coarse-fences", iree.abi.stub} {
@@ -20,7 +21,7 @@ util.func public @main$async(%arg0: !hal.buffer_view, %arg1: !hal.fence, %arg2: 
   %6 = hal.tensor.export %4#1 : tensor<2xf32> -> !hal.buffer_view
   util.return %5, %6 : !hal.buffer_view, !hal.buffer_view
 }
-// expected-remark @below {{main writes its 2 result(s) into storage its caller passes}}
+// expected-remark @below {{main writes its 2 result(s) into storage its caller passes, and takes its transient memory from the caller}}
 util.func public @main(%arg0: !hal.buffer_view) -> (!hal.buffer_view, !hal.buffer_view) attributes {iree.abi.stub, iree.reflection = {fusion.inputs = "tensor<2x8xf32>", fusion.outputs = "tensor<2x8xf32>;tensor<2xf32>"}} {
   %0 = util.null : !hal.fence
   %c-1_i32 = arith.constant -1 : i32
@@ -32,20 +33,22 @@ util.func public @main(%arg0: !hal.buffer_view) -> (!hal.buffer_view, !hal.buffe
   util.return %1#0, %1#1 : !hal.buffer_view, !hal.buffer_view
 }
 // CHECK-LABEL: util.func public @main$async(
-// CHECK-SAME: %[[IN:[a-z0-9]+]]: !hal.buffer_view, %[[OUT0:[a-z0-9]+]]: !hal.buffer_view, %[[OUT1:[a-z0-9]+]]: !hal.buffer_view, %[[WAIT:[a-z0-9]+]]: !hal.fence, %[[DONE:[a-z0-9]+]]: !hal.fence)
+// CHECK-SAME: %[[IN:[a-z0-9]+]]: !hal.buffer_view, %[[OUT0:[a-z0-9]+]]: !hal.buffer_view, %[[OUT1:[a-z0-9]+]]: !hal.buffer_view, %[[TMP:[a-z0-9]+]]: !hal.buffer_view, %[[WAIT:[a-z0-9]+]]: !hal.fence, %[[DONE:[a-z0-9]+]]: !hal.fence)
 // CHECK: %[[X:.+]] = hal.tensor.import wait(%[[WAIT]]) => %[[IN]]
 // CHECK: %[[SUM:.+]] = linalg.generic
 // CHECK: %[[A0:.+]] = hal.tensor.alias wait(%[[WAIT]]) => %[[X]] : tensor<2x8xf32> to %[[OUT0]] : !hal.buffer_view
+// CHECK: %[[T0:.+]] = hal.tensor.transients %[[A0]] : tensor<2x8xf32> from %[[TMP]] : !hal.buffer_view
 // CHECK: %[[A1:.+]] = hal.tensor.alias wait(%[[WAIT]]) => %[[SUM]] : tensor<2xf32> to %[[OUT1]] : !hal.buffer_view
-// CHECK: hal.tensor.barrier join(%[[A0]], %[[A1]] : tensor<2x8xf32>, tensor<2xf32>) => %[[DONE]]
+// CHECK: %[[T1:.+]] = hal.tensor.transients %[[A1]] : tensor<2xf32> from %[[TMP]] : !hal.buffer_view
+// CHECK: hal.tensor.barrier join(%[[T0]], %[[T1]] : tensor<2x8xf32>, tensor<2xf32>) => %[[DONE]]
 // CHECK-LABEL: util.func public @main(
-// CHECK-SAME: %[[IN:[a-z0-9]+]]: !hal.buffer_view, %[[OUT0:[a-z0-9]+]]: !hal.buffer_view, %[[OUT1:[a-z0-9]+]]: !hal.buffer_view)
+// CHECK-SAME: %[[IN:[a-z0-9]+]]: !hal.buffer_view, %[[OUT0:[a-z0-9]+]]: !hal.buffer_view, %[[OUT1:[a-z0-9]+]]: !hal.buffer_view, %[[TMP:[a-z0-9]+]]: !hal.buffer_view)
 // CHECK-SAME: fusion.result_storage = "2"
-// CHECK: util.call @main$async(%[[IN]], %[[OUT0]], %[[OUT1]], %{{.+}}, %{{.+}})
+// CHECK: util.call @main$async(%[[IN]], %[[OUT0]], %[[OUT1]], %[[TMP]], %{{.+}}, %{{.+}})
 
 // -----
 
-// A result of dynamic size: its storage could not be allocated before the call.
+// An input of dynamic size: the transient memory's size is known only at the call.
 #map = affine_map<(d0, d1) -> (d0, d1)>
 util.func public @main$async(%arg0: !hal.buffer_view, %arg1: !hal.fence, %arg2: !hal.fence) -> !hal.buffer_view attributes {inlining_policy = #util.inline.never, iree.abi.model = "coarse-fences", iree.abi.stub} {
   %c0 = arith.constant 0 : index
@@ -56,7 +59,7 @@ util.func public @main$async(%arg0: !hal.buffer_view, %arg1: !hal.fence, %arg2: 
   %3 = hal.tensor.export %2 : tensor<?x8xf32>{%dim} -> !hal.buffer_view
   util.return %3 : !hal.buffer_view
 }
-// expected-remark @below {{main returns its results as IREE allocates them: a result of dynamic size}}
+// expected-remark @below {{main returns its results as IREE allocates them: an input of dynamic size}}
 util.func public @main(%arg0: !hal.buffer_view) -> !hal.buffer_view attributes {iree.abi.stub} {
   %0 = util.null : !hal.fence
   %c-1_i32 = arith.constant -1 : i32
