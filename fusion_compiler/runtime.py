@@ -172,16 +172,23 @@ class _Renamed(ast.NodeTransformer):
 
 
 class _Timeline:
-    """One semaphore per module: calls submitted to it run in submission order."""
+    """One semaphore per module: calls submitted to it run in submission order. What a
+    queued call reads or writes (torch tensors: its inputs, its storage) is held until
+    the call is done, so that torch cannot hand that memory out again before."""
 
     def __init__(self, device: rt.HalDevice):
         self._semaphore = device.create_semaphore(0)
         self._value = 0
+        self._held: list[tuple[int, list]] = []
 
-    def next(self) -> tuple[rt.HalFence, rt.HalFence]:
-        """The fence a new call waits on (the previous call's end) and the one it signals."""
+    def next(self, hold: list) -> tuple[rt.HalFence, rt.HalFence]:
+        """The fence a new call waits on (the previous call's end) and the one it
+        signals; ``hold`` is kept until then."""
+        reached = self._semaphore.query()
+        self._held = [(value, held) for value, held in self._held if value > reached]
         wait = rt.HalFence.create_at(self._semaphore, self._value)
         self._value += 1
+        self._held.append((self._value, hold))
         return wait, rt.HalFence.create_at(self._semaphore, self._value)
 
 
@@ -278,7 +285,7 @@ class Function:
             arguments.push_ref(_buffer_view(self._to_device(tensor)))
         for view in storage:
             arguments.push_ref(view)
-        wait, done = timeline.next()
+        wait, done = timeline.next([*tensors, *kept])
         arguments.push_ref(wait)
         arguments.push_ref(done)
         results = rt.VmVariantList(1)
