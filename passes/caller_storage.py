@@ -10,8 +10,9 @@ memory, in buffers its caller passes (destination-passing, as IREE's
 
 Without it IREE allocates each result, and the scratch memory of the generated kernels,
 afresh for every call: with the CUDA driver's stream-ordered allocations off (as the
-runtime sets them) a synchronous allocation and a free that waits for the device, 0.1 ms
-and more of a blocking call on an H200 (benchmarks/results/call_overhead_h200.md). With
+runtime sets them) a synchronous allocation and a free that waits for the device: half
+of a blocking call of one attention kernel on an H200
+(benchmarks/results/call_overhead_h200.md). With
 storage the runtime passes tensors torch allocated on the device and hands the results
 back as they are; ``iree.abi.transients.size.constant`` on the ``$async`` function says
 how large the transient buffer must be. An entry point with inputs or results of dynamic
