@@ -122,7 +122,8 @@ def _fields(case) -> dict:
 
 
 def _selected(cases: list, args: argparse.Namespace) -> list:
-    return [c for c in cases if args.only in name(c)]
+    """The cases whose name contains ``--only`` (or one of its ``|``-separated parts)."""
+    return [c for c in cases if any(part in name(c) for part in args.only.split("|"))]
 
 
 def prepare(folder: Path, args: argparse.Namespace) -> None:

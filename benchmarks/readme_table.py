@@ -3,10 +3,10 @@
     .venv/bin/python benchmarks/readme_table.py            (rewrites the table in README.md)
     .venv/bin/python benchmarks/readme_table.py --check    (exit 1 if README.md differs)
 
-It reads ``benchmarks/results/peers_h200.json`` (``attention_peers.py``: every system
-timed the same three ways in one run) and writes, for a few fp16 cases of its grid, our
-sm_90 kernel's device and blocking-call time against torch SDPA's cuDNN and
-FlashAttention-2 backends and torch.compile, between the README's two table markers.
+It reads ``benchmarks/results/peers_readme_h200.json`` (``attention_peers.py`` on the
+table's cases: every system timed the same three ways in one run) and writes, for those
+fp16 cases, our sm_90 kernel's device and blocking-call time against torch SDPA's cuDNN
+and FlashAttention-2 backends and torch.compile, between the README's two table markers.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "peers_h200.json"
+RESULTS = ROOT / "benchmarks" / "results" / "peers_readme_h200.json"
 README = ROOT / "README.md"
-BEGIN = "<!-- benchmark table: benchmarks/readme_table.py writes it from peers_h200.json -->"
+BEGIN = "<!-- benchmark table: benchmarks/readme_table.py writes it from peers_readme_h200.json -->"
 END = "<!-- end of benchmark table -->"
 CASES = (
     "B4_H16_N1024_D128_float16_causal",
