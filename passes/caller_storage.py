@@ -1,6 +1,8 @@
-"""fusion-caller-storage: each entry point writes its results, and keeps its transient
-memory, in buffers its caller passes (destination-passing, as IREE's
-``iree.abi.output`` and ``iree.abi.transients`` do)::
+"""fusion-caller-storage: entry points take result and transient buffers from the caller.
+
+Each entry point writes its results, and keeps its transient memory, in buffers its
+caller passes (destination-passing, as IREE's ``iree.abi.output`` and
+``iree.abi.transients`` do)::
 
     @f$async(%in.., %wait, %done)          @f$async(%in.., %out.., %tmp, %wait, %done)
       %r = barrier join(%t) => %done  ->     %a = alias wait(%wait) => %t to %out
