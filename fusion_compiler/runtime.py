@@ -7,6 +7,7 @@ compiler, so it works on deploy-only machines.
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
 import io
 import json
@@ -386,7 +387,8 @@ class Function:
             except ArithmeticError:  # a dim // 0: one of its factors is wrong; IREE says which
                 continue
             if got != expected:
-                rule = ast.unparse(_Renamed(names).visit(dim.expression))
+                # a copy: the transformer rewrites the tree it visits, kept for later calls
+                rule = ast.unparse(_Renamed(names).visit(copy.deepcopy(dim.expression)))
                 raise DimensionMismatchError(self.name, dim.index, dim.dim, got, expected, rule)
 
     def _to_device(self, tensor: torch.Tensor) -> rt.DeviceArray | rt.HalBufferView:
@@ -539,15 +541,23 @@ class LoadedModule:
                 f"cannot load the module on {device!r}: {first}.{hint}"
             ) from None
         self._timeline: _Timeline | None = None  # made for the first submitted call
+        self._functions: dict[str, Function] = {}
         self.function_names = [
             name
             for name in self._vm_module.function_names
-            if not name.startswith("__") and not name.endswith("$async")
+            # not IREE's own: the $async bodies and their transient size queries
+            if not name.startswith("__") and "$async" not in name
         ]
 
     def __getitem__(self, name: str) -> Function:
+        """The entry point ``name``: made once (its signature read then), kept for calls."""
         if name not in self.function_names:
             raise KeyError(f"no function {name!r}; this module has {self.function_names}")
+        if name not in self._functions:
+            self._functions[name] = self._function(name)
+        return self._functions[name]
+
+    def _function(self, name: str) -> Function:
         module = self._context.modules[self._vm_module.name]
         queued = None
         asynchronous = self._vm_module.lookup_function(f"{name}$async")

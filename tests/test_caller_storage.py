@@ -26,6 +26,8 @@ def test_results_written_into_storage_equal_pytorch() -> None:
     module = fc.compile(ThreeResults(), example_args=(q, k, v), pipeline=STORAGE)
     assert any("writes its 4 result(s) into storage" in r.message for r in module.remarks)
     run = fc.load(module)
+    assert run.function_names == ["main"]  # not IREE's transient size query
+    assert run["main"] is run["main"]  # its signature read once, at the first use
     q, k, v = (torch.randn(1, 2, 8, 16) for _ in range(3))
     want = ThreeResults()(q, k, v)
     for got in (run(q, k, v), run["main"].submit(q, k, v).result()):
