@@ -427,6 +427,36 @@ def test_padding_mask_input_read_per_key() -> None:
     assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
 
 
+class DecodePosition(torch.nn.Module):
+    """A decode step over a cache: keys after ``position`` (a (1,) input) masked."""
+
+    def forward(self, q, k, v, position):
+        later = torch.arange(k.shape[2]) > position
+        s = (q @ k.transpose(-2, -1)).masked_fill(later, float("-inf"))
+        return torch.softmax(s / math.sqrt(q.shape[-1]), dim=-1) @ v
+
+
+def test_mask_from_a_one_element_input_is_read_as_a_scalar() -> None:
+    """A mask whose input has one element per program (the decoding position) reads it
+    through a scalar pointer (a tile's mask on it failed Triton's compile)."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, n, 32).to(F16) for n in (1, 300, 300))
+    position = torch.tensor([137])
+    model = DecodePosition()
+    fused = fc.compile(
+        model, example_args=(q, k, v, position), target="cuda", cuda_arch="sm_90",
+        compile_to="fused",
+    )  # fmt: skip
+    spec, shapes = _dispatch_inputs(fused)
+    assert spec.mask_expr and shapes[3] == [1]
+    got = run_interpreted(
+        spec, q.reshape(8, 1, 32), k.reshape(8, 300, 32), v.reshape(8, 300, 32), mask=[position]
+    )
+    with torch.no_grad():
+        want = model(q.double(), k.double(), v.double(), position)
+    assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
+
+
 def test_rows_with_every_key_masked_give_zero() -> None:
     """A sequence with no key left: 0 on its rows (SDPA's and FlashAttention's answer),
     not the 0/0 of softmax written out."""

@@ -128,7 +128,21 @@ class _Printer:
             if n != 1
         ]
         offset = " + ".join(terms) or "0"
+        if not any(self._tiled(c) for c, n in zip(leaf.coords, leaf.shape, strict=True) if n != 1):
+            # one element per program (a decoding position, a per-batch length): a scalar
+            # pointer, which Triton loads without a tile's mask; it is always in bounds
+            return f"tl.load(L{leaf.slot} + {offset})"
         return f"tl.load(L{leaf.slot} + {offset}, mask={self.inside}, other=0)"
+
+    def _tiled(self, e: Expr) -> bool:
+        """Whether ``e`` varies over the tile (reads a coordinate that is a block)."""
+        if isinstance(e, Index):
+            return "[" in self.coords[e.dim]  # rows[:, None], keys[None, :]
+        if isinstance(e, Load):
+            return any(self._tiled(c) for c in e.coords)
+        if isinstance(e, Op):
+            return any(self._tiled(o) for o in e.operands)
+        return False
 
     def unsigned(self, e: Expr) -> str:
         """``e`` reinterpreted as unsigned of its own width (bools are 0 and 1)."""
