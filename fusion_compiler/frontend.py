@@ -248,15 +248,36 @@ def functional(
             warnings.simplefilter("ignore", FutureWarning)  # torch's pytree, on deepcopy
             program = program.run_decompositions(table)
             program = _einsum_operands_broadcast(_sdpa_masks_at_query_rank(program))
-            return _empty_results_as_zeros(program)
+            program = _empty_results_as_zeros(program)
     except Exception as exc:  # a graph torch itself cannot retrace: say which, and why
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise FusionCompilerError(
             "could not functionalise the exported program: torch's run_decompositions "
             f"raised {type(exc).__name__}: {first}\n"
             "A module compiles without state: if the model updates its own buffers in place "
-            "(a static KV cache), pass that state as inputs and return its new value."
+            "(a static KV cache), pass that state as inputs (updated in place) instead."
         ) from None
+    _refuse_buffer_mutations(program)
+    return program
+
+
+def _refuse_buffer_mutations(program: torch.export.ExportedProgram) -> None:
+    """A compiled module holds no state of its own: a model that updates its buffers in
+    place (``self.cache[:, pos] = k``, ``self.count.add_(1)``) is refused, naming them.
+    Inputs updated in place are kept (IREE writes into the caller's buffers)."""
+    mutated = [
+        s.target
+        for s in program.graph_signature.output_specs
+        if s.kind == OutputKind.BUFFER_MUTATION
+    ]
+    if mutated:
+        names = ", ".join(repr(name) for name in mutated)
+        raise FusionCompilerError(
+            f"the model updates its buffer(s) {names} in place, and a compiled module "
+            "holds no state of its own: pass each as an input tensor that the model "
+            "updates in place (the call then writes into the caller's tensor), or return "
+            "its new value"
+        )
 
 
 # Ops whose every element is a sum of products over the contracted dims: with an operand
@@ -664,9 +685,14 @@ def _import_program(
     try:
         # the lengths' ranges (torch.export's Dim min/max) go with the module: the torch
         # input pipeline makes them util.assume.int bounds that IREE's code generation reads
-        importer.import_frozen_program(
-            _frozen_state(program), import_symbolic_shape_expressions=True
-        )
+        if program.graph_signature.user_inputs_to_mutate:
+            # inputs updated in place (a KV cache written at a position) stay mutable
+            # (!torch.tensor): IREE writes their new values into the caller's buffers
+            importer.import_program(_frozen_state(program), import_symbolic_shape_expressions=True)
+        else:
+            importer.import_frozen_program(
+                _frozen_state(program), import_symbolic_shape_expressions=True
+            )
     except Exception as exc:  # the importer met a value or an op it cannot type
         node = _node_being_imported(exc)
         if node is None:

@@ -66,6 +66,7 @@ _ELEMENT_TYPES = {
 }
 # How many result storage arguments follow an entry point's inputs (signature.STORAGE_KEY)
 _STORAGE_KEY = "fusion.result_storage"
+_MUTATED_KEY = "fusion.mutated"  # the inputs a call updates in place (signature.MUTATED_KEY)
 
 
 @dataclass(frozen=True)
@@ -234,11 +235,14 @@ class Function:
         if int(reflection.get(_STORAGE_KEY, 0)):
             self._storage = [s for s in _specs(reflection["fusion.outputs"]) if s is not None]
         self._transient_size = transient_size
+        self.mutated = [int(i) for i in reflection.get(_MUTATED_KEY, "").split(",") if i]
 
     def __call__(self, *args: torch.Tensor | np.ndarray):
         tensors, on_gpu = self._arguments(args)
         storage, kept = self._result_storage(tensors, on_gpu)
-        results = self._function(*[self._to_device(t) for t in tensors], *storage)
+        device_values = [self._to_device(t) for t in tensors]
+        results = self._function(*device_values, *storage)
+        self._write_back(args, tensors, device_values)
         if kept:  # written where torch allocated them (the last is transient memory)
             return self._model_results(kept[:-1])
         convert = self._to_cuda if on_gpu else self._to_torch
@@ -247,6 +251,24 @@ class Function:
         elif not isinstance(results, (tuple, list)):
             results = [results]
         return self._model_results([convert(r) for r in results])
+
+    def _write_back(self, args: tuple, tensors: list[torch.Tensor], device_values: list) -> None:
+        """The inputs the call updated in place, copied into the caller's arrays where
+        IREE wrote into a copy of them (on the host, or a non-contiguous CUDA tensor);
+        a contiguous CUDA tensor is the buffer IREE wrote."""
+        for index in self.mutated:
+            tensor = tensors[index]
+            if self._shares_memory(tensor):
+                continue
+            value = self._to_torch(rt.DeviceArray(self._device, _buffer_view(device_values[index])))
+            if isinstance(args[index], np.ndarray):
+                np.copyto(args[index], value.numpy())
+            else:
+                args[index].copy_(value.reshape(args[index].shape))
+
+    def _shares_memory(self, tensor: torch.Tensor) -> bool:
+        """Whether IREE reads and writes ``tensor``'s own memory (``_to_device``)."""
+        return self._zero_copy and tensor.is_cuda and tensor.is_contiguous()
 
     def _result_storage(
         self, tensors: list[torch.Tensor], on_gpu: bool
@@ -282,8 +304,9 @@ class Function:
         tensors, on_gpu = self._arguments(args)
         storage, kept = self._result_storage(tensors, on_gpu)
         arguments = rt.VmVariantList(len(tensors) + len(storage) + 2)
-        for tensor in tensors:
-            arguments.push_ref(_buffer_view(self._to_device(tensor)))
+        device_values = [self._to_device(t) for t in tensors]
+        for value in device_values:
+            arguments.push_ref(_buffer_view(value))
         for view in storage:
             arguments.push_ref(view)
         wait, done = timeline.next([*tensors, *kept])
@@ -292,7 +315,10 @@ class Function:
         results = rt.VmVariantList(1)
         context.invoke(function, arguments, results)
         convert = self._to_cuda if on_gpu else self._host_result
-        return Pending(done, results, convert, self._model_results, kept)
+        write_back = None
+        if self.mutated:
+            write_back = lambda: self._write_back(args, tensors, device_values)  # noqa: E731
+        return Pending(done, results, convert, self._model_results, kept, write_back)
 
     def _model_results(self, tensors: list[torch.Tensor]):
         """What the model's forward returned: the module's tensors, with the constants
@@ -466,12 +492,16 @@ class Pending:
         convert,
         structure,
         kept: list[torch.Tensor] | None = None,  # results written into torch's tensors
+        write_back=None,  # copies the inputs updated in place back where they were copied
     ) -> None:
         self._fence, self._results, self._convert = fence, results, convert
-        self._structure, self._kept = structure, kept
+        self._structure, self._kept, self._write_back = structure, kept, write_back
 
     def wait(self) -> None:
         self._fence.wait()
+        if self._write_back is not None:
+            self._write_back()
+            self._write_back = None
 
     def result(self):
         """Waits for the call, then returns what calling the function would have."""

@@ -27,6 +27,9 @@ RESULTS_KEY = "fusion.results"
 # (``fusion-caller-storage``): the runtime passes one per result, of its type, then one
 # buffer for the call's transient memory.
 STORAGE_KEY = "fusion.result_storage"
+# The inputs a call updates in place (``,``-separated indices): the program wrote into them
+# (``k_cache[:, :, pos] = k``), and IREE writes their new values into the buffers passed.
+MUTATED_KEY = "fusion.mutated"
 ANY = "*"  # an argument the module never reads: any tensor will do
 
 
@@ -38,11 +41,13 @@ def _functions(module: ir.Operation) -> dict[str, ir.Operation]:
     }
 
 
-def _tensor_types(func: ir.Operation) -> tuple[list[str], list[str]]:
-    """Tensor types of the buffer-view arguments (``*`` for one never read) and results."""
+def _tensor_types(func: ir.Operation) -> tuple[list[str], list[str], list[int]]:
+    """Tensor types of the buffer-view arguments (``*`` for one never read) and results,
+    and the arguments whose buffers receive a value (``hal.tensor.alias``)."""
     args = [a for a in func.regions[0].blocks[0].arguments if str(a.type) == "!hal.buffer_view"]
     inputs: dict[int, str] = {}
     outputs: list[str] = []
+    written: list[int] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name == "hal.tensor.import":
@@ -51,10 +56,14 @@ def _tensor_types(func: ir.Operation) -> tuple[list[str], list[str]]:
                     inputs[i] = str(op.results[0].type)
         elif op.name == "hal.tensor.export":
             outputs.append(str(op.operands[0].type))
+        elif op.name == "hal.tensor.alias":
+            # its storage: a buffer view argument (the other operands are the value,
+            # its dims and a fence)
+            written.extend(i for i, arg in enumerate(args) if arg in list(op.operands))
         return ir.WalkResult.ADVANCE
 
     func.walk(visit)
-    return [inputs.get(i, ANY) for i in range(len(args))], outputs
+    return [inputs.get(i, ANY) for i in range(len(args))], outputs, sorted(set(written))
 
 
 def attach(module: ir.Operation) -> None:
@@ -72,7 +81,7 @@ def attach(module: ir.Operation) -> None:
         body = functions.get(f"{name}$async")
         if body is None:
             continue
-        inputs, outputs = _tensor_types(body)
+        inputs, outputs, written = _tensor_types(body)
         entries = {}
         if "iree.reflection" in func.attributes:
             entries = {a.name: a.attr for a in ir.DictAttr(func.attributes["iree.reflection"])}
@@ -80,6 +89,9 @@ def attach(module: ir.Operation) -> None:
             inputs = inputs[: len(inputs) - int(ir.StringAttr(entries[STORAGE_KEY]).value) - 1]
         entries[INPUTS_KEY] = ir.StringAttr.get(";".join(inputs), context=context)
         entries[OUTPUTS_KEY] = ir.StringAttr.get(";".join(outputs), context=context)
+        mutated = [i for i in written if i < len(inputs)]  # not the result storage
+        if mutated:
+            entries[MUTATED_KEY] = ir.StringAttr.get(",".join(map(str, mutated)), context=context)
         dims = facts.get(DIMS_KEY, {}).get(name)
         if dims is not None and dims.count(";") + 1 == len(inputs):
             entries[DIMS_KEY] = ir.StringAttr.get(dims, context=context)
