@@ -43,11 +43,11 @@ def compile(model, example_args=(), **options) -> CompiledModule:  # noqa: A001
     return _compile(model, example_args, **options)
 
 
-def load(module, device: str = "local-task") -> LoadedModule:
+def load(module, device: str = "local-task", weights=None) -> LoadedModule:
     """See fusion_compiler.runtime.load."""
     from fusion_compiler.runtime import load as _load
 
-    return _load(module, device)
+    return _load(module, device, weights=weights)
 
 
 def __getattr__(name: str):

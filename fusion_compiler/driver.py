@@ -17,6 +17,7 @@ from fusion_compiler.errors import (
     CompileError,
     Diagnostic,
     EmptyModuleError,
+    FusionCompilerError,
     InputFileError,
     OutputPathError,
     UnsupportedOpError,
@@ -130,6 +131,7 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     attention: str = "auto",
     cuda_arch: str = "sm_80",
     vulkan_target: str = VULKAN_TARGET,
+    weights: str = "embedded",
 ) -> CompiledModule:
     """Compiles a PyTorch model or MLIR to an IREE module for ``target``.
 
@@ -145,7 +147,12 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     with our FlashAttention-2 rewrite (fusion-online-softmax).
     ``vulkan_target``: IREE's SPIR-V target for what is not a generated kernel (default
     "pascal": no cooperative matrices, which NVIDIA's driver 580 refuses in IREE's code).
+    ``weights``: "embedded" (default) puts the model's parameters in the module;
+    "external" leaves them out (IREE parameters named by their state-dict keys), and
+    ``fc.load(module, weights=...)`` gives them: a state dict or a .irpa/.safetensors file.
     """
+    if weights not in ("embedded", "external"):
+        raise FusionCompilerError(f"weights={weights!r}: expected 'embedded' or 'external'")
     compile_to = Stage.parse(compile_to)
     tgt = get_target(target, cuda_arch=cuda_arch, vulkan_target=vulkan_target)
     default_elements = targets.pipeline(tgt.name, attention, tgt.kernel_arch)
@@ -160,7 +167,9 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     dumper = IRDumper(dump_ir)
     source = frontend.load_model(model, example_args, example_kwargs, dynamic_shapes)
     filename = str(model) if isinstance(model, Path) else None
-    module, stage, constants = frontend.import_model(source, session.context, filename or "<input>")
+    module, stage, constants = frontend.import_model(
+        source, session.context, filename or "<input>", external_weights=weights == "external"
+    )
     # the passes read the constants' elements (a registered mask's causality)
     with linalg.resources(session.context, constants):
         op = module.operation

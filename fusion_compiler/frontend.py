@@ -38,7 +38,7 @@ from fusion_compiler.errors import (
     TrainingModeError,
     UnsupportedOpError,
 )
-from fusion_compiler.ir import FxImporter, RefTracker, ir, passmanager
+from fusion_compiler.ir import FxImporter, FxImporterHooks, RefTracker, ir, passmanager
 from fusion_compiler.stages import Stage
 
 TORCH_LOCK = threading.RLock()
@@ -478,7 +478,10 @@ def _looks_like_path(text: str) -> bool:
 
 
 def import_model(
-    source: torch.export.ExportedProgram | str, context: ir.Context, filename: str = "<input>"
+    source: torch.export.ExportedProgram | str,
+    context: ir.Context,
+    filename: str = "<input>",
+    external_weights: bool = False,
 ) -> tuple[ir.Module, Stage, dict[str, np.ndarray]]:
     """MLIR for the model, the stage it is at (torch for models, torch or linalg for text)
     and the elements of its dense_resource constants (``linalg.resources``), which the
@@ -500,7 +503,7 @@ def import_model(
             program = functional(source, decompose)
             _refuse_complex(program)
             results = _constant_outputs_dropped(program)
-            module, constants = _import_program(program, context)
+            module, constants = _import_program(program, context, external_weights)
             names = {name for name, _ in _torch_operators(module.operation)}
             composite = composite_ops(program, names) - decompose
             if not composite:
@@ -678,10 +681,11 @@ def _attach_to_entry_point(module: ir.Operation, entries: dict[str, str]) -> Non
 
 
 def _import_program(
-    program: torch.export.ExportedProgram, context: ir.Context
+    program: torch.export.ExportedProgram, context: ir.Context, external_weights: bool = False
 ) -> tuple[ir.Module, dict[str, np.ndarray]]:
     tracker = _KeepingTracker()
-    importer = FxImporter(context=context, py_attr_tracker=tracker)
+    hooks = _ExternalWeights(program) if external_weights else None
+    importer = FxImporter(context=context, py_attr_tracker=tracker, hooks=hooks)
     try:
         # the lengths' ranges (torch.export's Dim min/max) go with the module: the torch
         # input pipeline makes them util.assume.int bounds that IREE's code generation reads
@@ -702,6 +706,65 @@ def _import_program(
         reason = f"the FX importer cannot import it: {type(exc).__name__}: {exc}"
         raise UnsupportedOpError([(f"{_node_op(node)} ({reason})", _node_line(node))]) from None
     return importer.module, _resource_elements(tracker)
+
+
+# The scope of the IREE parameters a module compiled with external weights reads: the
+# runtime serves the weights it is given under it (``runtime.load(..., weights=)``).
+PARAMETER_SCOPE = "model"
+_TORCH_TO_MLIR = {
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.float32: "f32",
+    torch.float64: "f64",
+}
+
+
+class _ExternalWeights(FxImporterHooks):
+    """Imports the model's floating-point parameters as IREE parameters, named by their
+    state-dict keys (``#stream.parameter.named<"model"::"layers.0.weight">``): the module
+    holds none of their values, which the runtime reads when it loads the module."""
+
+    def __init__(self, program: torch.export.ExportedProgram) -> None:
+        self._names = {
+            id(program.state_dict[name]): name
+            for name in program.graph_signature.inputs_to_parameters.values()
+            if name in program.state_dict
+            and program.state_dict[name].dtype in _TORCH_TO_MLIR
+            and not program.state_dict[name].is_meta
+        }
+        self._module: ir.Operation | None = None
+        self._declared: set[str] = set()
+
+    def prepare_module(self, module_op: ir.Operation) -> None:
+        self._module = module_op
+        for dialect in ("util", "stream", "torch_c"):  # ops made by name must be registered
+            module_op.context.dialects[dialect]
+
+    def resolve_literal(self, gni, literal, info):
+        name = self._names.get(id(literal)) if isinstance(literal, torch.Tensor) else None
+        if name is None or self._module is None:
+            return None
+        tensor = f"tensor<{''.join(f'{n}x' for n in literal.shape)}{_TORCH_TO_MLIR[literal.dtype]}>"
+        symbol = f'"{PARAMETER_SCOPE}.{name}"'
+        if name not in self._declared:
+            self._declared.add(name)
+            declaration = ir.Operation.parse(
+                f"util.global private @{symbol} = "
+                f'#stream.parameter.named<"{PARAMETER_SCOPE}"::"{name}"> : {tensor}',
+                context=self._module.context,
+            )
+            ir.InsertionPoint.at_block_begin(self._module.regions[0].blocks[0]).insert(
+                declaration
+            )
+        loaded = ir.Operation.create(
+            "util.global.load",
+            results=[ir.Type.parse(tensor)],
+            attributes={"global": ir.FlatSymbolRefAttr.get(symbol.strip('"'))},
+        ).result
+        vtensor = gni._cc.create_vtensor_type(literal.dtype, literal.size())
+        return ir.Operation.create(
+            "torch_c.from_builtin_tensor", results=[vtensor], operands=[loaded]
+        ).result
 
 
 # the most elements of a float constant whose values are kept for the passes (a mask

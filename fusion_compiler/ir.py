@@ -32,7 +32,7 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    if name in ("FxImporter", "RefTracker"):
+    if name in ("FxImporter", "FxImporterHooks", "RefTracker"):
         from iree.compiler.extras import fx_importer
 
         return getattr(fx_importer, name)

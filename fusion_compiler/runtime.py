@@ -66,6 +66,10 @@ _ELEMENT_TYPES = {
 }
 # How many result storage arguments follow an entry point's inputs (signature.STORAGE_KEY)
 _STORAGE_KEY = "fusion.result_storage"
+# the scope of a module's parameters (frontend.PARAMETER_SCOPE; the runtime imports no
+# compiler module)
+_PARAMETER_SCOPE = "model"
+_PARAMETERS_KEY = "fusion.parameters"  # what it reads, key=tensor<...> (signature)
 _MUTATED_KEY = "fusion.mutated"  # the inputs a call updates in place (signature.MUTATED_KEY)
 
 
@@ -535,7 +539,9 @@ def _set_device_flags(device: str) -> None:
 class LoadedModule:
     """A compiled module on a device. ``run(x)`` calls ``main``; ``run["f"](x)`` another."""
 
-    def __init__(self, vmfb: bytes, device: str, source: str = "the module's bytes"):
+    def __init__(
+        self, vmfb: bytes, device: str, source: str = "the module's bytes", weights=None
+    ):
         check_intact(vmfb, source)
         _set_device_flags(device)
         try:
@@ -555,11 +561,22 @@ class LoadedModule:
                 "give a .vmfb from fc.compile (CompiledModule.save) or iree-compile",
             ) from None
         self._context = rt.SystemContext(config=self.config)
-        try:  # the device builds the module's executables here
+        self._weights: list[np.ndarray] = []  # the memory the parameters are read from
+        if weights is not None:
+            self._context.add_vm_module(self._parameters(weights))
+        try:  # the device builds the module's executables here (and reads its parameters)
             self._context.add_vm_module(self._vm_module)
-        except RuntimeError as exc:
+        except (RuntimeError, ValueError) as exc:
             first = str(exc).splitlines()[0].removeprefix("Error registering modules: ")
             hint = ""
+            if "no parameter found" in first or "parameter_index" in first:
+                hint = " Give every weight the module reads, under the model's state-dict name."
+            elif "io_parameters" in first:
+                hint = (
+                    " The module reads its weights from parameters (compiled with "
+                    "weights='external'): give them, fc.load(module, weights=state_dict "
+                    "or a .irpa/.safetensors file)."
+                )
             if "vkCreateComputePipelines" in first:
                 hint = (
                     " The Vulkan driver refused to build one of the module's compute "
@@ -578,6 +595,59 @@ class LoadedModule:
             # not IREE's own: the $async bodies and their transient size queries
             if not name.startswith("__") and "$async" not in name
         ]
+
+    def _parameters(self, weights) -> rt.VmModule:
+        """IREE's parameter module serving ``weights`` (a state dict of tensors, or the
+        path of a .irpa, .safetensors or .gguf file) under the scope the front end names
+        them in (``frontend.PARAMETER_SCOPE``)."""
+        index = rt.ParameterIndex()
+        if isinstance(weights, (str, Path)):
+            path = Path(weights)
+            if not path.is_file():
+                raise FusionCompilerError(f"weights: {path}: no such file")
+            try:
+                index.load(str(path))
+            except (ValueError, RuntimeError) as exc:
+                raise ModuleFileError(
+                    path, f"not a parameter file IREE reads ({exc})", "give a .irpa, "
+                    ".safetensors or .gguf file, or a state dict of tensors"
+                ) from None
+        elif isinstance(weights, dict):
+            for name, spec in self._declared_parameters().items():
+                tensor = weights.get(name)
+                if tensor is None:
+                    raise FusionCompilerError(
+                        f"weights: no {name!r}, which the module reads ({spec}); give the "
+                        "model's state_dict() (every parameter under its name)"
+                    )
+                if not isinstance(tensor, torch.Tensor):
+                    raise FusionCompilerError(
+                        f"weights[{name!r}] is a {type(tensor).__name__}; expected a tensor"
+                    )
+                if not spec.matches(tuple(tensor.shape), tensor.dtype):
+                    got = TensorSpec(tuple(tensor.shape), tensor.dtype)
+                    raise FusionCompilerError(
+                        f"weights[{name!r}] is {got}; the module was compiled for {spec}"
+                    )
+                data = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+                self._weights.append(data)
+                index.add_buffer(name, data)
+        else:
+            raise FusionCompilerError(
+                f"weights is a {type(weights).__name__}; expected a state dict of tensors "
+                "or the path of a .irpa/.safetensors/.gguf file"
+            )
+        provider = index.create_provider(scope=_PARAMETER_SCOPE)
+        return rt.create_io_parameters_module(self.config.vm_instance, provider)
+
+    def _declared_parameters(self) -> dict[str, TensorSpec]:
+        """The parameters the module reads, by key (signature.PARAMETERS_KEY)."""
+        for name in self._vm_module.function_names:
+            text = self._vm_module.lookup_function(name).reflection.get(_PARAMETERS_KEY)
+            if text:
+                entries = (e.partition("=") for e in text.split(";"))
+                return {k: TensorSpec.parse(t[len("tensor<") : -1]) for k, _, t in entries}
+        return {}
 
     def __getitem__(self, name: str) -> Function:
         """The entry point ``name``: made once (its signature read then), kept for calls."""
@@ -621,8 +691,12 @@ def _transient_size(asynchronous) -> int:
         return 0
 
 
-def load(module: object, device: str = "local-task") -> LoadedModule:
+def load(module: object, device: str = "local-task", weights=None) -> LoadedModule:
     """Loads a compiled module: a ``.vmfb`` path, its bytes, or what ``fc.compile`` returned.
+
+    ``weights``: for a module compiled with ``weights="external"``, its parameters: a state
+    dict of tensors (the model's ``state_dict()``), or a .irpa/.safetensors/.gguf file
+    holding them under the same names; read onto the device once, when it loads.
 
     A module whose bytes changed since it was written is refused (``check_intact``):
     IREE verifies only the structure of its FlatBuffer, and runs altered code or
@@ -641,9 +715,9 @@ def load(module: object, device: str = "local-task") -> LoadedModule:
             raise ModuleFileError(
                 path, f"cannot be read ({exc.strerror})", "check its permissions"
             ) from None
-        return LoadedModule(data, device, source=str(path))
+        return LoadedModule(data, device, source=str(path), weights=weights)
     if isinstance(module, (bytes, bytearray, memoryview)):
-        return LoadedModule(bytes(module), device)
+        return LoadedModule(bytes(module), device, weights=weights)
     vmfb = getattr(module, "vmfb", None)
     if vmfb is None:
         raise FusionCompilerError(
@@ -652,7 +726,7 @@ def load(module: object, device: str = "local-task") -> LoadedModule:
             else f"cannot load a {type(module).__name__}: expected a .vmfb path, bytes or "
             "the result of fc.compile"
         )
-    return LoadedModule(vmfb, device, source="the compiled module")
+    return LoadedModule(vmfb, device, source="the compiled module", weights=weights)
 
 
 # What CompiledModule.save writes after IREE's module: the SHA-256 of all that precedes it,

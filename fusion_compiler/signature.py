@@ -11,6 +11,8 @@ moves it into the reflection.
 
 from __future__ import annotations
 
+import re
+
 from fusion_compiler.ir import ir
 
 INPUTS_KEY = "fusion.inputs"
@@ -30,6 +32,10 @@ STORAGE_KEY = "fusion.result_storage"
 # The inputs a call updates in place (``,``-separated indices): the program wrote into them
 # (``k_cache[:, :, pos] = k``), and IREE writes their new values into the buffers passed.
 MUTATED_KEY = "fusion.mutated"
+# The IREE parameters the module reads (compiled with external weights): ``;``-separated
+# ``key=tensor<...>``, for the runtime to check the weights it is given.
+PARAMETERS_KEY = "fusion.parameters"
+_PARAMETER = re.compile(r'^#stream\.parameter\.named<"[^"]*"::"(.*)">$')
 ANY = "*"  # an argument the module never reads: any tensor will do
 
 
@@ -77,6 +83,7 @@ def attach(module: ir.Operation) -> None:
                 a.name: ir.StringAttr(a.attr).value for a in ir.DictAttr(module.attributes[key])
             }
             del module.attributes[key]
+    parameters = _parameters(module)
     for name, func in functions.items():
         body = functions.get(f"{name}$async")
         if body is None:
@@ -99,4 +106,18 @@ def attach(module: ir.Operation) -> None:
             value = facts.get(key, {}).get(name)
             if value is not None:
                 entries[key] = ir.StringAttr.get(value, context=context)
+        if parameters:
+            entries[PARAMETERS_KEY] = ir.StringAttr.get(parameters, context=context)
         func.attributes["iree.reflection"] = ir.DictAttr.get(entries, context=context)
+
+
+def _parameters(module: ir.Operation) -> str:
+    """The module's parameters as PARAMETERS_KEY writes them ("" when it has none)."""
+    found = []
+    for op in module.regions[0].blocks[0].operations:
+        if op.operation.name != "util.global" or "initial_value" not in op.attributes:
+            continue
+        match = _PARAMETER.match(str(op.attributes["initial_value"]).rsplit(" : ", 1)[0])
+        if match:
+            found.append(f"{match.group(1)}={ir.TypeAttr(op.attributes['type']).value}")
+    return ";".join(found)

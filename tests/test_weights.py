@@ -1,0 +1,88 @@
+"""Weights outside the module (``fc.compile(..., weights="external")``): the module reads
+the model's parameters as IREE parameters, named by their state-dict keys, and
+``fc.load(module, weights=...)`` gives them (a state dict, or a .safetensors file)."""
+
+import pytest
+import torch
+from conftest import rel_error
+from transformer_blocks import BLOCKS, CONFIG
+
+import fusion_compiler as fc
+from fusion_compiler.errors import FusionCompilerError
+
+
+
+
+@pytest.fixture(scope="module")
+def llama():
+    """The Llama block (RMSNorm, RoPE, GQA, causal) compiled with its weights outside."""
+    factory, shapes, fused = BLOCKS["llama"]
+    torch.manual_seed(0)
+    model = factory(CONFIG).eval()
+    x = torch.randn(*shapes[0])
+    external = fc.compile(model, example_args=(x,), weights="external")
+    assert external.stats["attention_ops"] == fused
+    return factory, model, x, external
+
+
+def test_external_weights_leave_the_module_and_give_pytorchs_answer(llama) -> None:
+    factory, model, x, external = llama
+    embedded = fc.compile(model, example_args=(x,))
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert len(embedded.vmfb) - len(external.vmfb) > 0.9 * weight_bytes
+    with torch.no_grad():
+        want = model(x)
+    assert rel_error(fc.load(external, weights=model.state_dict())(x), want) < 1e-5
+
+
+def test_the_same_module_runs_other_weights(llama) -> None:
+    """Nothing of the weights it was compiled with is left in the module."""
+    factory, _, x, external = llama
+    torch.manual_seed(1)
+    other = factory(CONFIG).eval()
+    with torch.no_grad():
+        want = other(x)
+    assert rel_error(fc.load(external, weights=other.state_dict())(x), want) < 1e-5
+
+
+def test_weights_from_a_safetensors_file(llama, tmp_path) -> None:
+    from safetensors.torch import save_file
+
+    _, model, x, external = llama
+    path = tmp_path / "block.safetensors"
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, path)
+    with torch.no_grad():
+        want = model(x)
+    assert rel_error(fc.load(external, weights=path)(x), want) < 1e-5
+
+
+def test_half_precision_weights() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8))
+    model = model.to(torch.bfloat16).eval()
+    x = torch.randn(4, 32, dtype=torch.bfloat16)
+    module = fc.compile(model, example_args=(x,), weights="external")
+    with torch.no_grad():
+        want = model.float()(x.float())
+    got = fc.load(module, weights=model.to(torch.bfloat16).state_dict())(x)
+    assert got.dtype == torch.bfloat16 and rel_error(got.float(), want) < 2e-2
+
+
+def test_weights_that_do_not_fit_the_module_are_refused_naming_them(llama) -> None:
+    _, model, _, external = llama
+    with pytest.raises(FusionCompilerError, match="compiled with weights='external'"):
+        fc.load(external)
+    state = model.state_dict()
+    missing = dict(state)
+    name = next(iter(n for n, _ in model.named_parameters()))
+    del missing[name]
+    with pytest.raises(FusionCompilerError, match=f"no '{name}', which the module reads"):
+        fc.load(external, weights=missing)
+    wrong = dict(state)
+    wrong[name] = torch.zeros(3, dtype=state[name].dtype)
+    with pytest.raises(FusionCompilerError, match=rf"weights\['{name}'\] is \(3\)"):
+        fc.load(external, weights=wrong)
+    with pytest.raises(FusionCompilerError, match="no such file"):
+        fc.load(external, weights="/nonexistent/weights.irpa")
+    with pytest.raises(FusionCompilerError, match="expected 'embedded' or 'external'"):
+        fc.compile(model, example_args=(torch.randn(1, 4, 128),), weights="outside")
