@@ -11,8 +11,6 @@ import fusion_compiler as fc
 from fusion_compiler.errors import FusionCompilerError
 
 
-
-
 @pytest.fixture(scope="module")
 def llama():
     """The Llama block (RMSNorm, RoPE, GQA, causal) compiled with its weights outside."""
