@@ -753,9 +753,7 @@ class _ExternalWeights(FxImporterHooks):
                 f'#stream.parameter.named<"{PARAMETER_SCOPE}"::"{name}"> : {tensor}',
                 context=self._module.context,
             )
-            ir.InsertionPoint.at_block_begin(self._module.regions[0].blocks[0]).insert(
-                declaration
-            )
+            ir.InsertionPoint.at_block_begin(self._module.regions[0].blocks[0]).insert(declaration)
         loaded = ir.Operation.create(
             "util.global.load",
             results=[ir.Type.parse(tensor)],

@@ -539,9 +539,7 @@ def _set_device_flags(device: str) -> None:
 class LoadedModule:
     """A compiled module on a device. ``run(x)`` calls ``main``; ``run["f"](x)`` another."""
 
-    def __init__(
-        self, vmfb: bytes, device: str, source: str = "the module's bytes", weights=None
-    ):
+    def __init__(self, vmfb: bytes, device: str, source: str = "the module's bytes", weights=None):
         check_intact(vmfb, source)
         _set_device_flags(device)
         try:
@@ -609,8 +607,9 @@ class LoadedModule:
                 index.load(str(path))
             except (ValueError, RuntimeError) as exc:
                 raise ModuleFileError(
-                    path, f"not a parameter file IREE reads ({exc})", "give a .irpa, "
-                    ".safetensors or .gguf file, or a state dict of tensors"
+                    path,
+                    f"not a parameter file IREE reads ({exc})",
+                    "give a .irpa, .safetensors or .gguf file, or a state dict of tensors",
                 ) from None
         elif isinstance(weights, dict):
             for name, spec in self._declared_parameters().items():
