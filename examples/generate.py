@@ -122,7 +122,8 @@ def generate(step, model: Decoder, prompt: torch.Tensor, steps: int) -> list[int
     return [int(t) for t in generated]
 
 
-def _model(size: str, dtype: torch.dtype) -> Decoder:
+def seeded(size: str, dtype: torch.dtype) -> Decoder:
+    """The decoder of ``size`` with weights from seed 0 (the same on every machine)."""
     torch.manual_seed(0)
     model = Decoder(SIZES[size]).eval()
     for p in model.parameters():  # a scale that keeps fp16 activations in range
@@ -158,7 +159,7 @@ def main() -> None:
         args.size, args.target = saved["size"], saved["target"]
     device = {"cpu": "cpu", "cuda": "cuda"}[args.target]
     dtype = torch.float16 if args.target == "cuda" else torch.float32
-    model = _model(args.size, dtype)
+    model = seeded(args.size, dtype)
     external = args.size != "toy"  # too large to embed: the weights are given at load
     if args.load:
         module = args.load / "decode_step.vmfb"
