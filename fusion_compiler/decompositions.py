@@ -33,6 +33,7 @@ _TORCH_DECOMPOSED = [
     aten.xlogy,
     aten._native_batch_norm_legit_no_training,  # BatchNorm in eval mode
     aten._native_batch_norm_legit,
+    aten.index_copy,  # a cache written at positions (transformers' StaticCache): index_put
 ]
 
 TABLE: dict[torch._ops.OpOverload, Callable] = {

@@ -38,6 +38,7 @@ FORMS = {
     "mT": lambda: _Fn(lambda x: x.mT @ x),
     "xlogy": lambda: _Fn(lambda x: torch.xlogy(x.abs(), x.abs() + 1)),
     "batch-norm-eval": lambda: _batch_norm(),
+    "index-copy": lambda: _Fn(lambda x: x.index_copy(0, torch.tensor([2, 0]), x[:2] * 3)),
 }
 
 

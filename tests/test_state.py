@@ -19,9 +19,17 @@ class CacheStep(torch.nn.Module):
     """One decode step: K/V written into the caches at ``position``, then attention of the
     query over the cache (later slots masked)."""
 
+    def __init__(self, write: str = "index_put") -> None:
+        super().__init__()
+        self.write = write
+
     def forward(self, q, k, v, position, k_cache, v_cache):
-        k_cache[:, :, position] = k
-        v_cache[:, :, position] = v
+        if self.write == "index_copy":  # transformers' StaticCache
+            k_cache.index_copy_(2, position, k)
+            v_cache.index_copy_(2, position, v)
+        else:
+            k_cache[:, :, position] = k
+            v_cache[:, :, position] = v
         later = torch.arange(k_cache.shape[2], device=q.device) > position
         s = q @ k_cache.transpose(-2, -1) / math.sqrt(q.shape[-1])
         return torch.softmax(s.masked_fill(later, float("-inf")), dim=-1) @ v_cache
@@ -41,9 +49,11 @@ def _expected(q, k, v, position, k_cache, v_cache):
     return out, caches
 
 
-def test_caches_updated_in_place_step_after_step() -> None:
+@pytest.mark.parametrize("write", ["index_put", "index_copy"])
+def test_caches_updated_in_place_step_after_step(write: str) -> None:
     q, k, v, k_cache, v_cache = _inputs()
-    module = fc.compile(CacheStep(), example_args=(q, k, v, torch.tensor([0]), k_cache, v_cache))
+    example = (q, k, v, torch.tensor([0]), k_cache, v_cache)
+    module = fc.compile(CacheStep(write), example_args=example)
     assert module.stats["attention_ops"] == 1
     run = fc.load(module)
     assert run["main"].mutated == [4, 5]
