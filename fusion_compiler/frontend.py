@@ -38,7 +38,14 @@ from fusion_compiler.errors import (
     TrainingModeError,
     UnsupportedOpError,
 )
-from fusion_compiler.ir import FxImporter, FxImporterHooks, RefTracker, ir, passmanager
+from fusion_compiler.ir import (
+    TORCH_DTYPE_TO_MLIR_TYPE_ASM,
+    FxImporter,
+    FxImporterHooks,
+    RefTracker,
+    ir,
+    passmanager,
+)
 from fusion_compiler.stages import Stage
 
 TORCH_LOCK = threading.RLock()
@@ -689,14 +696,11 @@ def _import_program(
     try:
         # the lengths' ranges (torch.export's Dim min/max) go with the module: the torch
         # input pipeline makes them util.assume.int bounds that IREE's code generation reads
-        if program.graph_signature.user_inputs_to_mutate:
-            # inputs updated in place (a KV cache written at a position) stay mutable
-            # (!torch.tensor): IREE writes their new values into the caller's buffers
-            importer.import_program(_frozen_state(program), import_symbolic_shape_expressions=True)
-        else:
-            importer.import_frozen_program(
-                _frozen_state(program), import_symbolic_shape_expressions=True
-            )
+        # inputs updated in place (a KV cache written at a position) stay mutable
+        # (!torch.tensor) through import_program: IREE writes into the caller's buffers
+        mutates = bool(program.graph_signature.user_inputs_to_mutate)
+        imports = importer.import_program if mutates else importer.import_frozen_program
+        imports(_frozen_state(program), import_symbolic_shape_expressions=True)
     except Exception as exc:  # the importer met a value or an op it cannot type
         node = _node_being_imported(exc)
         if node is None:
@@ -711,12 +715,6 @@ def _import_program(
 # The scope of the IREE parameters a module compiled with external weights reads: the
 # runtime serves the weights it is given under it (``runtime.load(..., weights=)``).
 PARAMETER_SCOPE = "model"
-_TORCH_TO_MLIR = {
-    torch.float16: "f16",
-    torch.bfloat16: "bf16",
-    torch.float32: "f32",
-    torch.float64: "f64",
-}
 
 
 class _ExternalWeights(FxImporterHooks):
@@ -729,7 +727,8 @@ class _ExternalWeights(FxImporterHooks):
             id(program.state_dict[name]): name
             for name in program.graph_signature.inputs_to_parameters.values()
             if name in program.state_dict
-            and program.state_dict[name].dtype in _TORCH_TO_MLIR
+            and program.state_dict[name].dtype in TORCH_DTYPE_TO_MLIR_TYPE_ASM
+            and program.state_dict[name].is_floating_point()
             and not program.state_dict[name].is_meta
         }
         self._module: ir.Operation | None = None
@@ -744,12 +743,13 @@ class _ExternalWeights(FxImporterHooks):
         name = self._names.get(id(literal)) if isinstance(literal, torch.Tensor) else None
         if name is None or self._module is None:
             return None
-        tensor = f"tensor<{''.join(f'{n}x' for n in literal.shape)}{_TORCH_TO_MLIR[literal.dtype]}>"
-        symbol = f'"{PARAMETER_SCOPE}.{name}"'
+        element = TORCH_DTYPE_TO_MLIR_TYPE_ASM[literal.dtype]
+        tensor = f"tensor<{''.join(f'{n}x' for n in literal.shape)}{element}>"
+        symbol = f"{PARAMETER_SCOPE}.{name}"
         if name not in self._declared:
             self._declared.add(name)
             declaration = ir.Operation.parse(
-                f"util.global private @{symbol} = "
+                f'util.global private @"{symbol}" = '
                 f'#stream.parameter.named<"{PARAMETER_SCOPE}"::"{name}"> : {tensor}',
                 context=self._module.context,
             )
@@ -757,7 +757,7 @@ class _ExternalWeights(FxImporterHooks):
         loaded = ir.Operation.create(
             "util.global.load",
             results=[ir.Type.parse(tensor)],
-            attributes={"global": ir.FlatSymbolRefAttr.get(symbol.strip('"'))},
+            attributes={"global": ir.FlatSymbolRefAttr.get(symbol)},
         ).result
         vtensor = gni._cc.create_vtensor_type(literal.dtype, literal.size())
         return ir.Operation.create(

@@ -32,7 +32,7 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    if name in ("FxImporter", "FxImporterHooks", "RefTracker"):
+    if name in ("FxImporter", "FxImporterHooks", "RefTracker", "TORCH_DTYPE_TO_MLIR_TYPE_ASM"):
         from iree.compiler.extras import fx_importer
 
         return getattr(fx_importer, name)

@@ -264,7 +264,7 @@ class Function:
             tensor = tensors[index]
             if self._shares_memory(tensor):
                 continue
-            value = self._to_torch(rt.DeviceArray(self._device, _buffer_view(device_values[index])))
+            value = self._host_result(_buffer_view(device_values[index]))
             if isinstance(args[index], np.ndarray):
                 np.copyto(args[index], value.numpy())
             else:
