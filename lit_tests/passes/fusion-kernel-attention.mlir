@@ -331,3 +331,42 @@ func.func @causal_long_tma(%q: tensor<32x4096x64xf16>, %k: tensor<32x4096x64xf16
 // CHECK: hal.return %[[X]], %{{.+}}, %{{.+}} : index, index, index
 // CHECK-LABEL: func.func @causal_long_tma(
 // CHECK: flow.dispatch @fusion_attention_{{[0-9]+}}::@attention({{.*}}) {fusion.attention_kernel = "{{.*}}\22persistent\22: 396{{.*}}"} : {{.*}} -> (tensor<32x4096x64xf16>, tensor<101376xi8>, tensor<1xi8>)
+
+// -----
+
+// A decoding step over a cache: keys after `position`, a (1,) input, are masked. The
+// kernel computes the mask and reads the position through a scalar pointer (one element
+// per program: a tile's mask on it is not valid Triton).
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#m = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#first = affine_map<(d0, d1, d2) -> (0)>
+func.func @decode_position(%q: tensor<8x1x32xf16>, %k: tensor<8x300x32xf16>, %v: tensor<8x300x32xf16>, %position: tensor<1xi64>) -> tensor<8x1x32xf16> {
+  %scale = arith.constant 0.176776695 : f32
+  %me = tensor.empty() : tensor<8x1x300xf16>
+  %mask = linalg.generic {indexing_maps = [#first, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%position : tensor<1xi64>) outs(%me : tensor<8x1x300xf16>) {
+  ^bb0(%p: i64, %out: f16):
+    %j = linalg.index 2 : index
+    %key = arith.index_cast %j : index to i64
+    %later = arith.cmpi sgt, %key, %p : i64
+    %ninf = arith.constant 0xFC00 : f16
+    %zero = arith.constant 0.0 : f16
+    %r = arith.select %later, %ninf, %zero : f16
+    linalg.yield %r : f16
+  } -> tensor<8x1x300xf16>
+  %e = tensor.empty() : tensor<8x1x32xf16>
+  // expected-remark @below {{attention lowered to a generated sm_90 kernel}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
+      ins(%q, %k, %v, %scale, %mask : tensor<8x1x32xf16>, tensor<8x300x32xf16>, tensor<8x300x32xf16>, f32, tensor<8x1x300xf16>)
+      outs(%e : tensor<8x1x32xf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<8x1x32xf16>
+  return %o : tensor<8x1x32xf16>
+}
+// CHECK-LABEL: func.func @decode_position(
+// CHECK: flow.dispatch @fusion_attention_0::@attention({{.*}}) {fusion.attention_kernel = "{{.*}}\22mask_expr\22: \22{{.*}}tl.load(L0 + 0){{.*}}\22, \22mask_inputs\22: [\22*i64\22]{{.*}}"}
