@@ -430,7 +430,4 @@ def _evaluated(mask: ir.Value, rows: int, keys: int) -> Band | None:
 
 def _dims(tree: Expr) -> set[int]:
     """The coordinates ``tree`` reads."""
-    if isinstance(tree, Index):
-        return {tree.dim}
-    children = tree.operands if isinstance(tree, Op) else getattr(tree, "coords", ())
-    return set().union(*(_dims(c) for c in children)) if children else set()
+    return {e.dim for e in expr.walk(tree) if isinstance(e, Index)}

@@ -13,7 +13,7 @@ The causality proof reads the tree; each backend prints it (Triton, GLSL).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,7 +83,7 @@ CMPF = (
     "ueq", "ugt", "uge", "ult", "ule", "une", "uno", "true",
 )  # fmt: skip
 UNARY = ("arith.negf", "math.absf", "math.exp", "math.exp2", "math.log", "math.log2",
-         "math.sqrt", "math.tanh")  # fmt: skip
+         "math.sqrt", "math.tanh", "math.floor", "math.ceil")  # fmt: skip
 BINARY = (
     "arith.addf", "arith.subf", "arith.mulf", "arith.divf",
     "arith.addi", "arith.subi", "arith.muli",
@@ -546,6 +546,8 @@ def _apply(op: Op, args: list[np.ndarray]) -> np.ndarray:
                 "math.log2": np.log2,
                 "math.sqrt": np.sqrt,
                 "math.tanh": np.tanh,
+                "math.floor": np.floor,  # integer floor division, as torch-mlir writes it
+                "math.ceil": np.ceil,
             }[name]
             return as_type(unary(a), out)
         b = args[1]
@@ -627,18 +629,21 @@ def fold(op: Op) -> Expr:
     return op
 
 
+def walk(expr: Expr) -> Iterator[Expr]:
+    """Every node of ``expr``, parents before their operands (a Load's coordinates too)."""
+    yield expr
+    if isinstance(expr, Load):
+        for c in expr.coords:
+            yield from walk(c)
+    elif isinstance(expr, Op):
+        for o in expr.operands:
+            yield from walk(o)
+
+
 def leaves(expr: Expr) -> list[Load]:
     """The tensor reads in ``expr``, each once, in slot order."""
     found: dict[int, Load] = {}
-
-    def visit(e: Expr) -> None:
+    for e in walk(expr):
         if isinstance(e, Load):
             found.setdefault(e.slot, e)
-            for c in e.coords:
-                visit(c)
-        elif isinstance(e, Op):
-            for o in e.operands:
-                visit(o)
-
-    visit(expr)
     return [found[s] for s in sorted(found)]

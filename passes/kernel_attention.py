@@ -67,7 +67,13 @@ def lower_attention_to_kernel(op: ir.Operation, plan: KernelPlan, symbol: str) -
     The kernel is generated for this op; it reads Q, K, V where the model left them and
     writes the output cast and in the layout the model goes on with.
     """
-    entries = ENTRIES if plan.spec.splits > 1 else ENTRIES[:1]
+    entries = [
+        entry
+        for entry in ENTRIES
+        if entry == "attention"
+        or (entry == "combine" and plan.spec.splits > 1)
+        or (entry == "block_map" and plan.spec.block_map)
+    ]
     kernels = {entry: compile_kernel(plan.spec, entry) for entry in entries}
     output = dispatch.build_dispatch(op, kernels, plan, symbol)
     # the op and what it replaced, and producers only the kernel's views still read
@@ -100,6 +106,7 @@ def _run(module: ir.Operation, options: Options) -> None:
         split += ", GQA heads packed" if spec.pack_gqa else ""
         split += f", {spec.persistent} persistent programs" if spec.persistent else ""
         split += ", a producer warp" if spec.warp_specialized else ""
+        split += ", key blocks from a block map of the mask per call" if spec.block_map else ""
         remarks.emit(
             location,
             f"attention lowered to a generated {options.arch} kernel "

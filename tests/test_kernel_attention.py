@@ -22,7 +22,7 @@ from conftest import ROOT, rel_error, tool
 from variants import Attention, PaddingMaskAttention
 
 import fusion_compiler as fc
-from fusion_compiler.backends.dispatch import specs_in
+from fusion_compiler.backends.dispatch import MARKER, specs_in
 from fusion_compiler.backends.triton.kernel import run_interpreted
 from fusion_compiler.compiler import new_session
 from fusion_compiler.ir import ir
@@ -108,7 +108,8 @@ LONG_CASES = {
 
 
 def _dispatch_inputs(fused: fc.CompiledModule) -> tuple[object, list[list[int]]]:
-    """The kernel's Spec and the shapes of its dispatch's operands."""
+    """The kernel's Spec and the shapes of its dispatch's operands (the attention's, not
+    a block map's before it)."""
     with new_session().context:
         module = ir.Module.parse(fused.mlir)
         specs = specs_in(module.operation)
@@ -116,7 +117,7 @@ def _dispatch_inputs(fused: fc.CompiledModule) -> tuple[object, list[list[int]]]
         found = []
 
         def visit(op):
-            if op.name == "flow.dispatch":
+            if op.name == "flow.dispatch" and MARKER in op.attributes:
                 found.append([list(ir.RankedTensorType(v.type).shape) for v in op.operands])
             return ir.WalkResult.ADVANCE
 

@@ -145,6 +145,25 @@ def _dispatch(
     return dispatch.results[0]
 
 
+def _module_of(op: ir.Operation) -> ir.Operation:
+    while op.name != "builtin.module":
+        op = op.parent
+    return op
+
+
+def _block_map(kernel: Kernel, spec: TritonSpec, inputs: list[ir.Value], symbol: str) -> ir.Value:
+    """A dispatch of the ``block_map`` kernel, at the current insertion point: the int32
+    block map it computes from the mask's inputs (``inputs`` after Q, K and V)."""
+    name = f"{symbol}_block_map"
+    grid = spec.map_grid
+    module = _module_of(ir.InsertionPoint.current.block.owner)
+    add_executable(module, name, kernel, len(inputs) - 3, grid)
+    i32 = ir.IntegerType.get_signless(32)
+    map_type = ir.RankedTensorType.get([spec.map_elements], i32)
+    programs = grid[0] * grid[1] * grid[2]
+    return _dispatch(name, kernel, [], inputs[3:], map_type, [], {}, programs)
+
+
 def build_dispatch(
     op: ir.Operation, kernels: dict[str, Kernel], kernel_plan: KernelPlan, symbol: str
 ) -> OutputPlan:
@@ -155,7 +174,8 @@ def build_dispatch(
     pointers Triton appends. Inputs are the tensors the kernel's views read in place; the
     result replaces the plan's output. With a ``kernels["combine"]`` (a split-KV
     TritonSpec) the kernel writes a float32 buffer of partial results that a second
-    dispatch of it merges into the output.
+    dispatch of it merges into the output; with a ``kernels["block_map"]`` a dispatch of
+    it before the attention computes the block map the attention reads.
     """
     spec, inputs, plan, form = (
         kernel_plan.spec,
@@ -185,14 +205,15 @@ def build_dispatch(
                 ir.ShapedType.is_dynamic_size(x)
                 for x in ir.RankedTensorType(plan.result_type).shape
             )
+        if "block_map" in kernels:  # static sizes: the map after the mask's inputs
+            assert isinstance(spec, TritonSpec)
+            arguments.insert(len(inputs), _block_map(kernels["block_map"], spec, inputs, symbol))
         rows = spec.block_m if spec.dynamic else None
         grid = spec.grid_for(max(spec.n_q, 1))  # dynamic: x from the workload
         if kernel.scratch_bytes and spec.dynamic:
             raise ValueError("a kernel with global scratch needs a static grid")
         programs = grid[0] * grid[1] * grid[2]
-        module = ir.InsertionPoint.current.block.owner
-        while module.name != "builtin.module":
-            module = module.parent
+        module = _module_of(ir.InsertionPoint.current.block.owner)
         add_executable(module, symbol, kernel, n_inputs, grid, rows)
         if "combine" not in kernels:
             result = _dispatch(

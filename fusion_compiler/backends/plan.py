@@ -10,7 +10,7 @@ made.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fusion_compiler.backends.spec import (
     Problem,
@@ -318,4 +318,20 @@ def plan_kernel(
             mask_inputs=tuple(mask.types) if isinstance(mask, MaskCode) else (),
             **(tiles or {}),
         )
+        if isinstance(mask, MaskCode) and _wants_block_map(spec, mask):
+            spec = replace(spec, block_map=True)
     return KernelPlan(spec, inputs, plan, form)
+
+
+def _wants_block_map(spec: TritonSpec, mask: MaskCode) -> bool:
+    """Whether the kernel should visit only the key blocks a per-call block map lists: a
+    computed mask that can empty whole tiles (it makes -inf or a swamping fill: padding,
+    documents, chunks, prefix-LM), over more than one key block, static sizes, one
+    program per row block's keys and no packed heads."""
+    return (
+        (mask.makes_neg_inf or spec.mask_swamps is not None)
+        and not spec.dynamic
+        and spec.n_k > spec.block_n
+        and spec.splits == 1
+        and not spec.pack_gqa
+    )

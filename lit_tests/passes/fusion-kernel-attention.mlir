@@ -370,3 +370,40 @@ func.func @decode_position(%q: tensor<8x1x32xf16>, %k: tensor<8x300x32xf16>, %v:
 }
 // CHECK-LABEL: func.func @decode_position(
 // CHECK: flow.dispatch @fusion_attention_0::@attention({{.*}}) {fusion.attention_kernel = "{{.*}}\22mask_expr\22: \22{{.*}}tl.load(L0 + 0){{.*}}\22, \22mask_inputs\22: [\22*i64\22]{{.*}}"}
+
+// -----
+
+// A padding mask from a (batch, keys) input, over several key blocks: a block_map kernel
+// runs first and lists, per row block, the key blocks holding a kept key (those with no
+// mask work first); the attention reads its map after the mask's input and visits only those.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#m = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#keys = affine_map<(d0, d1, d2) -> (d0, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @padding_block_map(%q: tensor<4x256x64xf16>, %k: tensor<4x512x64xf16>, %v: tensor<4x512x64xf16>, %keep: tensor<4x512xi1>) -> tensor<4x256x64xf16> {
+  %scale = arith.constant 0.125 : f32
+  %me = tensor.empty() : tensor<4x256x512xf16>
+  %mask = linalg.generic {indexing_maps = [#keys, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%keep : tensor<4x512xi1>) outs(%me : tensor<4x256x512xf16>) {
+  ^bb0(%kept: i1, %out: f16):
+    %ninf = arith.constant 0xFC00 : f16
+    %zero = arith.constant 0.0 : f16
+    %r = arith.select %kept, %zero, %ninf : f16
+    linalg.yield %r : f16
+  } -> tensor<4x256x512xf16>
+  %e = tensor.empty() : tensor<4x256x64xf16>
+  // expected-remark @below {{key blocks from a block map of the mask per call}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
+      ins(%q, %k, %v, %scale, %mask : tensor<4x256x64xf16>, tensor<4x512x64xf16>, tensor<4x512x64xf16>, f32, tensor<4x256x512xf16>)
+      outs(%e : tensor<4x256x64xf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<4x256x64xf16>
+  return %o : tensor<4x256x64xf16>
+}
+// CHECK-LABEL: func.func @padding_block_map(
+// CHECK: %[[MAP:.+]]:3 = flow.dispatch @fusion_attention_0_block_map::@block_map(%{{.+}}) : (tensor<4x512xi1>) -> (tensor<{{[0-9]+}}xi32>, tensor<1xi8>, tensor<1xi8>)
+// CHECK: flow.dispatch @fusion_attention_0::@attention(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[MAP]]#0, %{{.+}}) {{.*}}\22block_map\22: true

@@ -1,6 +1,7 @@
 """Runs one generated attention kernel under Triton's interpreter (TRITON_INTERPRET=1).
 
-    python -m fusion_compiler.backends.triton.interpret CALL.pt    (writes CALL.out.pt)
+    python -m fusion_compiler.backends.triton.interpret CALL.pt
+        (writes CALL.out.pt, and with a block map CALL.map.pt)
 
 ``run_interpreted`` starts this in a child process: Triton chooses the interpreter when
 it is first imported.
@@ -45,6 +46,12 @@ def main(path: Path) -> None:
         else:
             masks = [q if mask is None else mask]
         sizes = q if sizes is None else sizes
+        if spec.block_map:  # computed first, read by the attention after the mask's inputs
+            block_map = torch.empty(spec.map_elements, dtype=torch.int32)
+            mapper = load_source(spec, Path(directory), "block_map")
+            mapper[spec.map_grid](*masks, block_map, **spec.map_constants())
+            masks = [*masks, block_map]
+            torch.save(block_map, path.with_suffix(".map.pt"))
         if spec.splits > 1:
             partial = torch.empty(spec.partial_elements, dtype=torch.float32)
             kernel[grid](q, k, v, *masks, sizes, partial, **spec.constants())

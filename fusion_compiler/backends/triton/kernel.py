@@ -81,7 +81,11 @@ def source_of(spec: TritonSpec) -> str:
         "v_descriptor": "V",
         "k_tile": "0",
         "v_tile": "0",
+        "map_input": "",
+        "map_argument": "Q",  # bound, never read without a block map
     }
+    if spec.block_map:
+        fields["map_input"], fields["map_argument"] = "Map,", "Map"
     if spec.mask_expr is not None:
         fields["mask_inputs"] = " ".join(f"L{i}," for i in range(len(spec.mask_inputs)))
         fields["bias"] = spec.mask_expr
@@ -133,8 +137,9 @@ def _key_parts(source: str, spec: TritonSpec, entry: str) -> list[str]:
 
 
 def compile_kernel(spec: TritonSpec, entry: str = "attention") -> Kernel:
-    """The cubin of ``spec``'s ``entry`` kernel (``attention``, or ``combine`` after a
-    split-KV attention), from the cache when the same kernel was built before."""
+    """The cubin of ``spec``'s ``entry`` kernel (``attention``; ``combine`` after a
+    split-KV attention; ``block_map`` before one with a block map), from the cache when
+    the same kernel was built before."""
     source = kernel_source(spec)
     key, directory = cache_entry(_key_parts(source, spec, entry))
     meta_path, cubin_path = directory / "kernel.json", directory / "kernel.cubin"
@@ -181,12 +186,13 @@ def load_source(spec: TritonSpec, directory: Path, entry: str = "attention") -> 
     return getattr(_import(path), entry)
 
 
-def run_interpreted(spec: TritonSpec, q, k, v, mask=None, sizes=None):  # tensors -> tensor
+def run_interpreted(spec: TritonSpec, q, k, v, mask=None, sizes=None, with_map=False):
     """Runs the generated kernel on the CPU with Triton's interpreter: how the kernel's
     numerics are tested where there is no GPU. Q (batch, n_q, d), K (batch // kv_group,
     n_k, d) or its transpose, V (batch // kv_group, n_k, dv), mask (batch, n_q, n_k), or
     for a spec that computes its mask the list of tensors it reads; for a dynamic spec,
-    ``sizes`` = int32 (n_q, n_k).
+    ``sizes`` = int32 (n_q, n_k). The output; ``with_map``: and the block map the
+    ``block_map`` kernel computed for a spec with one.
 
     Triton picks the interpreter when it is imported, so the kernel runs in a child
     process (``fusion_compiler.backends.triton.interpret``).
@@ -205,7 +211,10 @@ def run_interpreted(spec: TritonSpec, q, k, v, mask=None, sizes=None):  # tensor
         done = subprocess.run(command, env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"interpreted kernel failed:\n{done.stderr[-4000:]}")
-        return torch.load(path.with_suffix(".out.pt"))
+        out = torch.load(path.with_suffix(".out.pt"))
+        if with_map:
+            return out, torch.load(path.with_suffix(".map.pt")) if spec.block_map else None
+        return out
 
 
 def _import(path: Path):
@@ -232,18 +241,23 @@ def _triton_compile(spec: TritonSpec, source_path: Path, entry: str):  # -> Comp
     if entry == "combine":
         signature = {"Partial": "*fp32", "Out": output}
         constants = spec.combine_constants()
+    elif entry == "block_map":
+        signature = {f"L{i}": t for i, t in enumerate(spec.mask_inputs)}
+        signature["Map"] = "*i32"
+        constants = spec.map_constants()
     else:
         signature = {
             "Q": f"*{element}",
             "K": f"*{element}",
             "V": f"*{element}",
+            "Map": "*i32",
             "Sizes": "*i32",  # Q bound and never read while the sizes are static
             "Out": "*fp32" if spec.splits > 1 else output,
         }
         if spec.mask_expr is None:  # without a mask, Q is bound here and never read
             signature["Mask"] = f"*{_TRITON_TYPES[spec.mask_dtype or spec.dtype]}"
         signature.update({f"L{i}": t for i, t in enumerate(spec.mask_inputs)})
-        signature = {name: signature[name] for name in spec.pointers}
+        signature = {name: signature[name] for name in spec.pointers}  # Map: with a map
         constants = spec.ws_constants() if spec.warp_specialized else spec.constants()
     pointers = len(signature)
     signature.update(dict.fromkeys(constants, "constexpr"))

@@ -35,6 +35,7 @@ _TYPES = {
     "f16": "tl.float16",
     "bf16": "tl.bfloat16",
     "f32": "tl.float32",
+    "f64": "tl.float64",  # integer floor division goes through it (torch-mlir's)
     "i1": "tl.int1",
     "i8": "tl.int8",
     "i16": "tl.int16",
@@ -73,6 +74,8 @@ _UNARY = {
     "math.sqrt": "tl.sqrt_rn({})",  # correctly rounded, as MLIR's
     "arith.negf": "(-{})",
     "math.tanh": "(2.0 * tl.sigmoid(2.0 * {}) - 1.0)",
+    "math.floor": "tl.floor({})",  # exact: no rounding to a half type
+    "math.ceil": "tl.ceil({})",
 }
 _MAX_MIN = {
     "arith.maximumf": "tl.maximum({}, {}, propagate_nan=tl.PropagateNan.ALL)",
@@ -90,6 +93,9 @@ class MaskCode:
     expr: str
     inputs: list[ir.Value] = field(default_factory=list)  # tensors the kernel reads
     types: list[str] = field(default_factory=list)  # their Triton pointer types
+    # whether the mask computes -inf somewhere (a select or fill of it): such a mask
+    # can empty whole tiles, which a block map then skips
+    makes_neg_inf: bool = False
 
 
 def literal(value: float | int | bool) -> str:
@@ -254,7 +260,8 @@ def mask_code(mask: ir.Value) -> MaskCode | str:
     if len(tree.inputs) > 4:
         return "more than 4 tensors feed the mask"
     types = [_POINTER_TYPES[leaf.type] for leaf in expr.leaves(tree.expr)]
-    return MaskCode(text, tree.inputs, types)
+    neg_inf = any(isinstance(e, Const) and e.value == -math.inf for e in expr.walk(tree.expr))
+    return MaskCode(text, tree.inputs, types, neg_inf)
 
 
 def region_expression(block: ir.Block) -> str:

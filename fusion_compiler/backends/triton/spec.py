@@ -17,7 +17,7 @@ _LOWEST_F32 = -3.4028234663852886e38
 # Triton appends two pointers of its own (global and profile scratch) after ours.
 HIDDEN_POINTERS = 2
 COMBINE_BLOCK = 16  # rows per program of the split-KV combine kernel
-ENTRIES = ("attention", "combine")  # the template's kernels
+ENTRIES = ("attention", "combine", "block_map")  # the template's kernels
 
 
 def describable(view: View, cols: int) -> bool:
@@ -65,6 +65,10 @@ class TritonSpec(Problem):
     # persistent programs (causal, static sizes, no split or packing): this many
     # programs take the (row block, batch) tiles longest first; 0: one tile per program
     persistent: int = 0
+    # a computed mask that can empty whole tiles (it holds -inf or a swamping fill):
+    # ``block_map`` lists each row block's key blocks per call, from the mask's own
+    # computation, and the attention visits only those (static sizes, no split or packing)
+    block_map: bool = False
 
     def __post_init__(self) -> None:  # read back from JSON: lists
         super().__post_init__()
@@ -73,9 +77,10 @@ class TritonSpec(Problem):
     @property
     def pointers(self) -> list[str]:
         """The kernel's pointer parameters, in order (IREE binds them in this order); the
-        sizes are bound while static too (Q there, never read)."""
+        sizes are bound while static too (Q there, never read); with a block map, the
+        map ``block_map`` wrote comes after the mask's inputs."""
         masks = [f"L{i}" for i in range(len(self.mask_inputs))] if self.mask_expr else ["Mask"]
-        return ["Q", "K", "V", *masks, "Sizes", "Out"]
+        return ["Q", "K", "V", *masks, *(["Map"] if self.block_map else []), "Sizes", "Out"]
 
     @property
     def tma_kv(self) -> bool:
@@ -150,6 +155,25 @@ class TritonSpec(Problem):
         return self.splits * self.batch * self.n_q * (padded(self.dv) + 1)
 
     @property
+    def map_elements(self) -> int:
+        """The int32 block map: per (batch, row block) two counts and a slot per key block."""
+        return self.batch * -(-self.n_q // self.block_m) * (2 + -(-self.n_k // self.block_n))
+
+    @property
+    def map_grid(self) -> tuple[int, int, int]:
+        return (-(-self.n_q // self.block_m), self.batch, 1)
+
+    def map_constants(self) -> dict[str, object]:
+        """The ``tl.constexpr`` parameters of the template's ``block_map`` kernel."""
+        constants = self.constants()
+        names = ("N_Q", "N_K", "CAUSAL", "CAUSAL_OFFSET", "WINDOW", "WINDOW_START", "HAS_MASK")
+        return {
+            **{n: constants[n] for n in names},
+            "BLOCK_M": self.block_m,
+            "BLOCK_N": self.block_n,
+        }
+
+    @property
     def combine_grid(self) -> tuple[int, int, int]:
         return (-(-self.n_q // COMBINE_BLOCK), self.batch, 1)
 
@@ -208,6 +232,7 @@ class TritonSpec(Problem):
             # 0.781 at 1024 keys, D128; 0.855 -> 0.821 at 4096, 0.880 -> 0.845 at 8192 GQA)
             "DESYNC": bool(self.persistent) and 0 < self.n_k <= 2048,
             "TMA_KV": self.tma_kv,
+            "BLOCK_MAP": self.block_map,
         }
 
 

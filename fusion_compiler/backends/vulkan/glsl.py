@@ -89,6 +89,8 @@ _FUNCTIONS = {
     "math.sqrt": "tl_sqrt({})",
     "arith.negf": "(-{})",
     "math.tanh": "(2.0 * tl_sigmoid(2.0 * {}) - 1.0)",
+    "math.floor": "floor({})",
+    "math.ceil": "ceil({})",
     "arith.maximumf": "((isnan({0}) || isnan({1})) ? {0} + {1} : max({0}, {1}))",
     "arith.minimumf": "((isnan({0}) || isnan({1})) ? {0} + {1} : min({0}, {1}))",
     "arith.maxnumf": "(isnan({0}) ? {1} : (isnan({1}) ? {0} : max({0}, {1})))",

@@ -1,0 +1,167 @@
+"""Block maps: a mask computed in the sm_90 kernel that can empty whole tiles (padding
+from an input, packed documents, chunks) gets a ``block_map`` kernel that lists, per call
+and per row block, the key blocks the attention must visit (those with no mask work
+first); the attention visits only those.
+
+No GPU here: each model is compiled for sm_90 to the fused stage and both kernels run
+under Triton's interpreter; the map is checked against the one the mask implies and the
+output against PyTorch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import rel_error
+from test_kernel_attention import BOUND, F16, _dispatch_inputs
+from variants import PaddingMaskAttention
+
+import fusion_compiler as fc
+from fusion_compiler.backends.triton.kernel import run_interpreted
+
+pytestmark = pytest.mark.slow  # compiles for sm_90 and runs kernels under the interpreter
+
+TILE = 32  # rows and keys per block in these cases: several blocks over short sequences
+
+
+class Documents(torch.nn.Module):
+    """Packed documents: a query sees the keys of its own document up to itself (SDPA's
+    boolean mask from document ids given as an input)."""
+
+    def forward(self, q, k, v, doc):
+        rows = torch.arange(q.shape[-2])[:, None]
+        cols = torch.arange(k.shape[-2])[None, :]
+        same = doc[:, None, :, None] == doc[:, None, None, :]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=same & (cols <= rows))
+
+
+class Chunked(torch.nn.Module):
+    """Chunked local attention: causal within chunks of 40 keys (no input: indices only)."""
+
+    def forward(self, q, k, v):
+        s = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+        rows = torch.arange(q.shape[-2])[:, None]
+        cols = torch.arange(k.shape[-2])[None, :]
+        keep = (cols // 40 == rows // 40) & (cols <= rows)
+        return torch.softmax(s.masked_fill(~keep, float("-inf")).float(), -1).to(v.dtype) @ v
+
+
+class HalfFillPadding(torch.nn.Module):
+    """transformers' eager fp16 form: ``finfo(f16).min`` added where a key is padding."""
+
+    def forward(self, q, k, v, keep):
+        s = (q @ k.transpose(-2, -1)) * 0.25
+        fill = torch.zeros_like(s).masked_fill(~keep[:, None, None, :], torch.finfo(s.dtype).min)
+        return torch.softmax(s + fill, dim=-1, dtype=torch.float32).to(q.dtype) @ v
+
+
+def _run(model, shape, *extra):
+    """Compiles ``model`` for sm_90, runs its block map and kernel (TILE x TILE blocks)
+    under the interpreter; (spec, output, block map, PyTorch's output in float64)."""
+    b, h, nq, nk, d = shape
+    q = torch.randn(b, h, nq, d).to(F16)
+    k, v = (torch.randn(b, h, nk, d).to(F16) for _ in range(2))
+    fused = fc.compile(
+        model, example_args=(q, k, v, *extra), target="cuda", cuda_arch="sm_90",
+        compile_to="fused",
+    )  # fmt: skip
+    spec, shapes = _dispatch_inputs(fused)
+    assert spec.block_map, fused.remarks
+    spec = dataclasses.replace(spec, block_m=TILE, block_n=TILE, persistent=0)
+    # the tensors the mask reads: the model's inputs, by shape (one may be read twice)
+    by_shape = {tuple(x.shape): x for x in extra}
+    leaves = [by_shape[tuple(shape)] for shape in shapes[3 : 3 + len(spec.mask_inputs)]]
+    got, block_map = run_interpreted(
+        spec, *(x.reshape(b * h, -1, d) for x in (q, k, v)), mask=leaves, with_map=True
+    )
+    with torch.no_grad():
+        want = model(q.double(), k.double(), v.double(), *extra)
+    return spec, got.reshape(want.shape), block_map, want
+
+
+def _listed(block_map: torch.Tensor, spec) -> dict[tuple[int, int], tuple[set, set]]:
+    """(batch, row block) -> (key blocks with no mask work, key blocks with some)."""
+    row_blocks, key_blocks = -(-spec.n_q // TILE), -(-spec.n_k // TILE)
+    entries = block_map.reshape(spec.batch, row_blocks, 2 + key_blocks)
+    found = {}
+    for batch in range(spec.batch):
+        for m in range(row_blocks):
+            entry = entries[batch, m].tolist()
+            unmasked, masked = entry[0], entry[1]
+            tail = entry[2 + key_blocks - masked :] if masked else []
+            found[batch, m] = (set(entry[2 : 2 + unmasked]), set(tail))
+    return found
+
+
+def _expected(keep: torch.Tensor, spec, heads: int) -> dict[tuple[int, int], tuple[set, set]]:
+    """The map ``keep`` (batch, n_q, n_k; True: the key is seen) implies: blocks seen
+    everywhere need no mask work, blocks seen nowhere are not listed."""
+    expected = {}
+    for batch in range(spec.batch):
+        for m in range(-(-spec.n_q // TILE)):
+            plain, some = set(), set()
+            rows = keep[batch // heads, m * TILE : (m + 1) * TILE]
+            for j in range(-(-spec.n_k // TILE)):
+                tile = rows[:, j * TILE : (j + 1) * TILE]
+                if tile.all() and (j + 1) * TILE <= spec.n_k:
+                    plain.add(j)
+                elif tile.any():
+                    some.add(j)
+            expected[batch, m] = (plain, some)
+    return expected
+
+
+def test_padding_from_an_input_lists_only_the_blocks_with_keys() -> None:
+    torch.manual_seed(0)
+    keep = torch.zeros(2, 300, dtype=torch.bool)
+    keep[0, :70] = True
+    keep[1, :40] = True
+    keep[1, 200:260] = True
+    spec, got, block_map, want = _run(PaddingMaskAttention(), (2, 2, 100, 300, 16), keep)
+    assert rel_error(got, want) < BOUND[F16]
+    listed = _listed(block_map, spec)
+    assert listed == _expected(keep[:, None, :].expand(2, 100, 300), spec, heads=2)
+    # batch 0 (keys 0-69): blocks 0 and 1 need no mask, block 2 does, 3-9 are skipped
+    assert listed[0, 0] == ({0, 1}, {2})
+
+
+def test_packed_documents_visit_only_their_own_document() -> None:
+    torch.manual_seed(0)
+    doc = torch.tensor([[0] * 50 + [1] * 90 + [2] * 60, [0] * 130 + [1] * 70])
+    spec, got, block_map, want = _run(Documents(), (2, 2, 200, 200, 16), doc)
+    assert rel_error(got, want) < BOUND[F16]
+    rows, cols = torch.arange(200)[:, None], torch.arange(200)[None, :]
+    keep = (doc[:, :, None] == doc[:, None, :]) & (cols <= rows)
+    assert _listed(block_map, spec) == _expected(keep, spec, heads=2)
+
+
+def test_chunks_from_indices_alone() -> None:
+    torch.manual_seed(0)
+    spec, got, block_map, want = _run(Chunked(), (1, 2, 160, 160, 16))
+    assert rel_error(got, want) < BOUND[F16]
+    rows, cols = torch.arange(160)[:, None], torch.arange(160)[None, :]
+    keep = ((cols // 40 == rows // 40) & (cols <= rows))[None]
+    assert _listed(block_map, spec) == _expected(keep, spec, heads=2)
+
+
+def test_a_finite_fill_is_skipped_only_where_every_row_keeps_a_key() -> None:
+    """finfo(f16).min: a sequence with no key left weighs every key equally in PyTorch,
+    so none of its blocks is skipped; the other sequence's padded blocks are."""
+    torch.manual_seed(0)
+    keep = torch.zeros(2, 300, dtype=torch.bool)
+    keep[1, :45] = True
+    q_shape = (2, 2, 50, 300, 16)
+    spec, got, block_map, want = _run(HalfFillPadding(), q_shape, keep)
+    assert spec.mask_swamps is not None
+    listed = _listed(block_map, spec)
+    assert listed[0, 0] == (set(), set(range(10)))  # no key: every block, with the mask
+    assert listed[2, 0] == ({0}, {1})  # batch 1, head 0: keys 0-44
+    b, h, nq, nk, d = q_shape
+    torch.manual_seed(0)  # the same inputs as _run drew
+    torch.randn(b, h, nq, d)
+    v = [torch.randn(b, h, nk, d).to(F16) for _ in range(2)][1]
+    want[0] = v[0].double().mean(dim=1, keepdim=True)  # PyTorch fp16: equal weights
+    assert rel_error(got, want) < BOUND[F16]
