@@ -18,7 +18,9 @@ masked_fill, torch.where with finfo.min, SDPA's boolean attn_mask and a triu(-in
 the window's own -inf band; packed documents of 512 tokens (document ids as an input,
 causal within each) as SDPA's boolean mask; chunked local attention (chunks of 512,
 causal within each) and a prefix-LM mask (the first 256 keys seen by every query) as
-arange compares with masked_fill.
+arange compares with masked_fill; no mask at all, half of every sequence padded, and
+packed documents attending to all of themselves (masked_fill), the cases a block map's
+time is compared with.
 
 Systems: ours_sm90 (fc.compile of the spelling, cuda_arch="sm_90"; a spelling that does
 not compile is a record saying so), torch_sdpa_cudnn (SDPA under cuDNN with the case's
@@ -164,6 +166,20 @@ def window_triu_plus_band(m, q, k, v):
     return _attend(s + causal + band, v)
 
 
+def full_no_mask(m, q, k, v):
+    return _attend(_scores(q, k), v)
+
+
+def padding_half_masked_fill(m, q, k, v, keep):
+    return padding_masked_fill(m, q, k, v, keep)
+
+
+def documents_full_masked_fill(m, q, k, v, doc):
+    """Packed documents, each attending to all of itself (an encoder's packed batch)."""
+    same = doc[:, None, :, None] == doc[:, None, None, :]
+    return _attend(_scores(q, k).masked_fill(~same, NEG_INF), v)
+
+
 def documents_sdpa_bool(m, q, k, v, doc):
     """Packed documents: a query sees the keys of its own document up to itself."""
     rows = torch.arange(q.shape[-2], device=q.device)[:, None]
@@ -189,14 +205,17 @@ def prefix_lm_masked_fill(m, q, k, v):
 class Spelling:
     forward: Callable
     # "causal" (each query sees the keys up to its position + Nk - Nq), "window" (the
-    # WINDOW keys up to its position) or "padding"
+    # WINDOW keys up to its position), "padding" (the last ``pad`` keys of every
+    # sequence masked), "documents" (causal within each), "documents_full", "chunked",
+    # "prefix" or "full" (no mask)
     mask: str
     nq: int = N
+    pad: int = PAD
 
 
 # a row per case: its name is the spelling's
 SPELLINGS = {
-    f.__name__: Spelling(f, mask, nq)
+    f.__name__: Spelling(f, mask, nq, N // 2 if "half" in f.__name__ else PAD)
     for f, mask, nq in (
         (tril_buffer, "causal", N),
         (full_triu_added, "causal", N),
@@ -214,7 +233,10 @@ SPELLINGS = {
         (window_where_finfo_min, "window", N),
         (window_sdpa_bool, "window", N),
         (window_triu_plus_band, "window", N),
+        (full_no_mask, "full", N),
+        (padding_half_masked_fill, "padding", N),
         (documents_sdpa_bool, "documents", N),
+        (documents_full_masked_fill, "documents_full", N),
         (chunked_masked_fill, "chunked", N),
         (prefix_lm_masked_fill, "prefix", N),
     )
@@ -235,13 +257,13 @@ class Model(torch.nn.Module):
 def _inputs(spelling: Spelling, device: str) -> tuple[torch.Tensor, ...]:
     q = torch.randn(B, H, spelling.nq, D, dtype=torch.float16, device=device)
     k, v = (torch.randn(B, H, N, D, dtype=torch.float16, device=device) for _ in range(2))
-    if spelling.mask == "documents":
+    if spelling.mask.startswith("documents"):
         doc = (torch.arange(N, device=device) // DOCUMENT).expand(B, N).contiguous()
         return q, k, v, doc
     if spelling.mask != "padding":
         return q, k, v
     keep = torch.ones(B, N, dtype=torch.bool, device=device)
-    keep[:, N - PAD :] = False
+    keep[:, N - spelling.pad :] = False
     return q, k, v, keep
 
 
@@ -250,6 +272,11 @@ def _allowed(spelling: Spelling, inputs: tuple) -> torch.Tensor:
     if spelling.mask == "padding":
         return inputs[3][:, None, None, :]
     nq, device = spelling.nq, inputs[0].device
+    if spelling.mask == "full":
+        return torch.ones(nq, N, dtype=torch.bool, device=device)
+    if spelling.mask == "documents_full":
+        doc = inputs[3]
+        return doc[:, None, :, None] == doc[:, None, None, :]
     causal = torch.ones(nq, N, dtype=torch.bool, device=device).tril(diagonal=N - nq)
     rows = torch.arange(nq, device=device)[:, None]
     cols = torch.arange(N, device=device)[None, :]
@@ -273,7 +300,7 @@ def _peer(spelling: Spelling, backend=None) -> Callable:
 
     def sdpa(*inputs):
         q, k, v = inputs[:3]
-        mask = None if top_left else _allowed(spelling, inputs)
+        mask = None if top_left or spelling.mask == "full" else _allowed(spelling, inputs)
         if backend is None:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=top_left)
         with sdpa_kernel(backend):

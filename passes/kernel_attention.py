@@ -23,12 +23,15 @@ from fusion_compiler.passes import schedule
 from fusion_compiler import remarks
 from fusion_compiler.backends import dispatch
 from fusion_compiler.backends.plan import KernelPlan, plan_kernel
+from fusion_compiler.backends.spec import Kernel
 from fusion_compiler.backends.triton import schedules
 from fusion_compiler.backends.triton.kernel import compile_kernel, with_producer_warp
-from fusion_compiler.backends.triton.spec import ENTRIES
+from fusion_compiler.backends.triton.spec import TritonSpec
 from fusion_compiler.ir import ir
 
 NAME = "fusion-kernel-attention"
+# shared memory a block may use, by architecture (sm_90: 227 KiB)
+_SHARED_BYTES = {90: 227 * 1024}
 # the tiles of warp_specialized.py's kernel (TritonSpec.warp_specialized), for how many programs fit
 _PRODUCER_WARP_TILES = schedules.Tiles(64, 64, 4, 3)
 
@@ -61,23 +64,41 @@ def _tiles(op: ir.Operation, options: Options) -> dict[str, int]:
     }
 
 
-def lower_attention_to_kernel(op: ir.Operation, plan: KernelPlan, symbol: str) -> None:
+def _fitting(spec: TritonSpec) -> tuple[TritonSpec, Kernel] | str:
+    """``spec`` and its attention kernel, with fewer pipeline stages where the compiled
+    kernel needs more shared memory than a block may have (the schedule's estimate
+    counts Q, K and V only: a mask's tiles can take more); or why none fits."""
+    limit = _SHARED_BYTES.get(spec.arch, _SHARED_BYTES[90])
+    kernel = compile_kernel(spec, "attention")
+    while kernel.shared_bytes > limit and spec.num_stages > 1:
+        spec = dataclasses.replace(spec, num_stages=spec.num_stages - 1)
+        kernel = compile_kernel(spec, "attention")
+    if kernel.shared_bytes > limit:
+        return f"the kernel needs {kernel.shared_bytes} bytes of shared memory, above {limit}"
+    return spec, kernel
+
+
+def lower_attention_to_kernel(op: ir.Operation, plan: KernelPlan, symbol: str) -> TritonSpec | str:
     """iree_linalg_ext.attention [-> cast] [-> head transpose] -> flow.dispatch @symbol.
 
     The kernel is generated for this op; it reads Q, K, V where the model left them and
-    writes the output cast and in the layout the model goes on with.
+    writes the output cast and in the layout the model goes on with. The spec it was
+    built from (stages reduced to fit shared memory), or why there is none (the op stays).
     """
-    entries = [
-        entry
-        for entry in ENTRIES
-        if entry == "attention"
-        or (entry == "combine" and plan.spec.splits > 1)
-        or (entry == "block_map" and plan.spec.block_map)
-    ]
-    kernels = {entry: compile_kernel(plan.spec, entry) for entry in entries}
+    fitted = _fitting(plan.spec)
+    if isinstance(fitted, str):
+        return fitted
+    spec, kernel = fitted
+    plan = dataclasses.replace(plan, spec=spec)
+    kernels = {"attention": kernel}
+    if spec.splits > 1:
+        kernels["combine"] = compile_kernel(spec, "combine")
+    if spec.block_map:
+        kernels["block_map"] = compile_kernel(spec, "block_map")
     output = dispatch.build_dispatch(op, kernels, plan, symbol)
     # the op and what it replaced, and producers only the kernel's views still read
     erase_dead([output.replaced, op] if output.replaced != op else [op])
+    return spec
 
 
 def run(module: ir.Operation, options: Options) -> None:
@@ -99,8 +120,11 @@ def _run(module: ir.Operation, options: Options) -> None:
         if not (options.block_m or options.block_n or options.num_warps or options.num_stages):
             resident = schedules.resident_programs(_PRODUCER_WARP_TILES, plan.spec.d, options.arch)
             plan = dataclasses.replace(plan, spec=with_producer_warp(plan.spec, resident))
-        location, spec = op.location, plan.spec
-        lower_attention_to_kernel(op, plan, f"fusion_attention_{n}")
+        location = op.location
+        spec = lower_attention_to_kernel(op, plan, f"fusion_attention_{n}")
+        if isinstance(spec, str):
+            remarks.emit(location, f"attention left to IREE's code generation: {spec}")
+            continue
         causal = _bounds(spec.causal_offset, spec.window_start)
         split = f", split-KV {spec.splits}" if spec.splits > 1 else ""
         split += ", GQA heads packed" if spec.pack_gqa else ""

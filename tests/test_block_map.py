@@ -20,7 +20,7 @@ from test_kernel_attention import BOUND, F16, _dispatch_inputs
 from variants import PaddingMaskAttention
 
 import fusion_compiler as fc
-from fusion_compiler.backends.triton.kernel import run_interpreted
+from fusion_compiler.backends.triton.kernel import compile_kernel, run_interpreted
 
 pytestmark = pytest.mark.slow  # compiles for sm_90 and runs kernels under the interpreter
 
@@ -36,6 +36,15 @@ class Documents(torch.nn.Module):
         cols = torch.arange(k.shape[-2])[None, :]
         same = doc[:, None, :, None] == doc[:, None, None, :]
         return F.scaled_dot_product_attention(q, k, v, attn_mask=same & (cols <= rows))
+
+
+class DocumentsFull(torch.nn.Module):
+    """Packed documents, each attending to all of itself (masked_fill of -inf)."""
+
+    def forward(self, q, k, v, doc):
+        s = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+        same = doc[:, None, :, None] == doc[:, None, None, :]
+        return torch.softmax(s.masked_fill(~same, float("-inf")), -1) @ v
 
 
 class Chunked(torch.nn.Module):
@@ -83,11 +92,12 @@ def _run(model, shape, *extra):
 
 
 def _listed(block_map: torch.Tensor, spec) -> dict[tuple[int, int], tuple[set, set]]:
-    """(batch, row block) -> (key blocks with no mask work, key blocks with some)."""
-    row_blocks, key_blocks = -(-spec.n_q // TILE), -(-spec.n_k // TILE)
-    entries = block_map.reshape(spec.batch, row_blocks, 2 + key_blocks)
+    """(map batch, row block) -> (key blocks with no mask work, key blocks with some)."""
+    row_blocks, batches, _ = spec.map_grid
+    key_blocks = -(-spec.n_k // TILE)
+    entries = block_map.reshape(batches, row_blocks, 2 + key_blocks)
     found = {}
-    for batch in range(spec.batch):
+    for batch in range(batches):
         for m in range(row_blocks):
             entry = entries[batch, m].tolist()
             unmasked, masked = entry[0], entry[1]
@@ -97,13 +107,15 @@ def _listed(block_map: torch.Tensor, spec) -> dict[tuple[int, int], tuple[set, s
 
 
 def _expected(keep: torch.Tensor, spec, heads: int) -> dict[tuple[int, int], tuple[set, set]]:
-    """The map ``keep`` (batch, n_q, n_k; True: the key is seen) implies: blocks seen
+    """The map ``keep`` (sequences, n_q, n_k; True: the key is seen) implies: blocks seen
     everywhere need no mask work, blocks seen nowhere are not listed."""
+    row_blocks, batches, _ = spec.map_grid
     expected = {}
-    for batch in range(spec.batch):
-        for m in range(-(-spec.n_q // TILE)):
+    for batch in range(batches):
+        for m in range(row_blocks):
             plain, some = set(), set()
-            rows = keep[batch // heads, m * TILE : (m + 1) * TILE]
+            sequence = min(batch * spec.map_group // heads, keep.shape[0] - 1)
+            rows = keep[sequence, m * TILE : (m + 1) * TILE]
             for j in range(-(-spec.n_k // TILE)):
                 tile = rows[:, j * TILE : (j + 1) * TILE]
                 if tile.all() and (j + 1) * TILE <= spec.n_k:
@@ -122,9 +134,11 @@ def test_padding_from_an_input_lists_only_the_blocks_with_keys() -> None:
     keep[1, 200:260] = True
     spec, got, block_map, want = _run(PaddingMaskAttention(), (2, 2, 100, 300, 16), keep)
     assert rel_error(got, want) < BOUND[F16]
+    # one entry per sequence (the heads share it), one for all rows
+    assert (spec.map_group, spec.map_rows) == (2, False)
     listed = _listed(block_map, spec)
     assert listed == _expected(keep[:, None, :].expand(2, 100, 300), spec, heads=2)
-    # batch 0 (keys 0-69): blocks 0 and 1 need no mask, block 2 does, 3-9 are skipped
+    # sequence 0 (keys 0-69): blocks 0 and 1 need no mask, block 2 does, 3-9 are skipped
     assert listed[0, 0] == ({0, 1}, {2})
 
 
@@ -135,6 +149,7 @@ def test_packed_documents_visit_only_their_own_document() -> None:
     assert rel_error(got, want) < BOUND[F16]
     rows, cols = torch.arange(200)[:, None], torch.arange(200)[None, :]
     keep = (doc[:, :, None] == doc[:, None, :]) & (cols <= rows)
+    assert (spec.map_group, spec.map_rows) == (2, True)
     assert _listed(block_map, spec) == _expected(keep, spec, heads=2)
 
 
@@ -144,6 +159,7 @@ def test_chunks_from_indices_alone() -> None:
     assert rel_error(got, want) < BOUND[F16]
     rows, cols = torch.arange(160)[:, None], torch.arange(160)[None, :]
     keep = ((cols // 40 == rows // 40) & (cols <= rows))[None]
+    assert spec.map_group == spec.batch  # every batch sees the one mask
     assert _listed(block_map, spec) == _expected(keep, spec, heads=2)
 
 
@@ -158,10 +174,25 @@ def test_a_finite_fill_is_skipped_only_where_every_row_keeps_a_key() -> None:
     assert spec.mask_swamps is not None
     listed = _listed(block_map, spec)
     assert listed[0, 0] == (set(), set(range(10)))  # no key: every block, with the mask
-    assert listed[2, 0] == ({0}, {1})  # batch 1, head 0: keys 0-44
+    assert listed[1, 0] == ({0}, {1})  # sequence 1: keys 0-44
     b, h, nq, nk, d = q_shape
     torch.manual_seed(0)  # the same inputs as _run drew
     torch.randn(b, h, nq, d)
     v = [torch.randn(b, h, nk, d).to(F16) for _ in range(2)][1]
     want[0] = v[0].double().mean(dim=1, keepdim=True)  # PyTorch fp16: equal weights
     assert rel_error(got, want) < BOUND[F16]
+
+
+def test_a_kernel_that_needs_too_much_shared_memory_gets_fewer_stages() -> None:
+    """Full attention at D128 with a mask computed per tile: the schedule's 3 stages of
+    128x128 tiles took 245760 bytes of shared memory with the mask's tiles, more than an
+    sm_90 block may have (the module did not load on the H200); the pass compiles it
+    with fewer stages."""
+    doc = (torch.arange(2048) // 512).expand(1, 2048).contiguous()
+    q, k, v = (torch.randn(1, 2, 2048, 128).to(F16) for _ in range(3))
+    fused = fc.compile(
+        DocumentsFull(), example_args=(q, k, v, doc), target="cuda", cuda_arch="sm_90",
+        compile_to="fused",
+    )  # fmt: skip
+    spec, _ = _dispatch_inputs(fused)
+    assert compile_kernel(spec).shared_bytes <= 227 * 1024

@@ -319,7 +319,17 @@ def plan_kernel(
             **(tiles or {}),
         )
         if isinstance(mask, MaskCode) and _wants_block_map(spec, mask):
-            spec = replace(spec, block_map=True)
+            # one entry per sequence (not per head), per row block only where it matters
+            group = mask.batch_group or spec.batch
+            rows = (
+                mask.reads_rows or form.causal_offset is not None or spec.window_start is not None
+            )
+            spec = replace(
+                spec,
+                block_map=True,
+                map_group=group if spec.batch % group == 0 else 1,
+                map_rows=rows,
+            )
     return KernelPlan(spec, inputs, plan, form)
 
 

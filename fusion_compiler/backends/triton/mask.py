@@ -96,6 +96,10 @@ class MaskCode:
     # whether the mask computes -inf somewhere (a select or fill of it): such a mask
     # can empty whole tiles, which a block map then skips
     makes_neg_inf: bool = False
+    # the kernel batches that see one mask: the mask reads the batch only as batch // g
+    # (heads folded into the batch: g = H), or 0 where it does not read the batch
+    batch_group: int = 1
+    reads_rows: bool = True  # whether the mask varies with the query row
 
 
 def literal(value: float | int | bool) -> str:
@@ -261,7 +265,31 @@ def mask_code(mask: ir.Value) -> MaskCode | str:
         return "more than 4 tensors feed the mask"
     types = [_POINTER_TYPES[leaf.type] for leaf in expr.leaves(tree.expr)]
     neg_inf = any(isinstance(e, Const) and e.value == -math.inf for e in expr.walk(tree.expr))
-    return MaskCode(text, tree.inputs, types, neg_inf)
+    reads_rows = any(isinstance(e, Index) and e.dim == 1 for e in expr.walk(tree.expr))
+    return MaskCode(text, tree.inputs, types, neg_inf, _batch_group(tree.expr), reads_rows)
+
+
+def _batch_group(tree: Expr) -> int:
+    """g where ``tree`` reads the batch coordinate only as batch // g (1: as it is), 0
+    where it does not read it: every g consecutive batches see one mask."""
+    divisors: set[int] = set()
+
+    def visit(e: Expr) -> None:
+        if isinstance(e, Index):
+            if e.dim == 0:
+                divisors.add(1)
+            return
+        if isinstance(e, Op) and e.name == "arith.divui":
+            a, b = e.operands
+            if isinstance(a, Index) and a.dim == 0 and isinstance(b, Const) and int(b.value) > 0:
+                divisors.add(int(b.value))
+                return
+        children = e.operands if isinstance(e, Op) else e.coords if isinstance(e, Load) else ()
+        for child in children:
+            visit(child)
+
+    visit(tree)
+    return math.gcd(*divisors) if divisors else 0
 
 
 def region_expression(block: ir.Block) -> str:

@@ -17,7 +17,6 @@ _LOWEST_F32 = -3.4028234663852886e38
 # Triton appends two pointers of its own (global and profile scratch) after ours.
 HIDDEN_POINTERS = 2
 COMBINE_BLOCK = 16  # rows per program of the split-KV combine kernel
-ENTRIES = ("attention", "combine", "block_map")  # the template's kernels
 
 
 def describable(view: View, cols: int) -> bool:
@@ -69,6 +68,8 @@ class TritonSpec(Problem):
     # ``block_map`` lists each row block's key blocks per call, from the mask's own
     # computation, and the attention visits only those (static sizes, no split or packing)
     block_map: bool = False
+    map_group: int = 1  # consecutive batches that see one mask (H: a mask per sequence)
+    map_rows: bool = True  # an entry per row block; False: the mask and bounds ignore rows
 
     def __post_init__(self) -> None:  # read back from JSON: lists
         super().__post_init__()
@@ -157,11 +158,14 @@ class TritonSpec(Problem):
     @property
     def map_elements(self) -> int:
         """The int32 block map: per (batch, row block) two counts and a slot per key block."""
-        return self.batch * -(-self.n_q // self.block_m) * (2 + -(-self.n_k // self.block_n))
+        row_blocks, batches = self.map_grid[:2]
+        return batches * row_blocks * (2 + -(-self.n_k // self.block_n))
 
     @property
     def map_grid(self) -> tuple[int, int, int]:
-        return (-(-self.n_q // self.block_m), self.batch, 1)
+        """The block map kernel's grid: an entry per program."""
+        row_blocks = -(-self.n_q // self.block_m) if self.map_rows else 1
+        return (row_blocks, self.batch // self.map_group, 1)
 
     def map_constants(self) -> dict[str, object]:
         """The ``tl.constexpr`` parameters of the template's ``block_map`` kernel."""
@@ -171,6 +175,7 @@ class TritonSpec(Problem):
             **{n: constants[n] for n in names},
             "BLOCK_M": self.block_m,
             "BLOCK_N": self.block_n,
+            "MAP_GROUP": self.map_group,
         }
 
     @property
@@ -233,6 +238,8 @@ class TritonSpec(Problem):
             "DESYNC": bool(self.persistent) and 0 < self.n_k <= 2048,
             "TMA_KV": self.tma_kv,
             "BLOCK_MAP": self.block_map,
+            "MAP_GROUP": self.map_group,
+            "MAP_ROWS": self.map_rows,
         }
 
 
