@@ -12,7 +12,9 @@ machine; the modules are compiled with ``weights="external"`` and given them at 
 Every step writes its K/V into the caller's caches in place. Output checked against the
 model in float32. Systems: ours_sm90 (attention as a generated split-KV kernel),
 iree_alone (the same export, none of our passes, IREE for sm_80), torch_eager,
-torch_compile (default) and torch_compile_ro (mode="reduce-overhead", CUDA graphs).
+torch_compile (default) and torch_compile_ro (mode="reduce-overhead", CUDA graphs);
+ours_sm90_iree_matvec is ours without fusion-kernel-matvec (IREE's matrix-vector
+products), for the A/B.
 """
 
 from __future__ import annotations
@@ -30,11 +32,18 @@ sys.path.insert(0, str(ROOT / "examples"))
 from generate import SIZES, seeded  # noqa: E402
 
 import fusion_compiler as fc  # noqa: E402
+from fusion_compiler.pipeline import join_pipeline  # noqa: E402
+from fusion_compiler.targets import pipeline  # noqa: E402
 
 SIZE = "large"
 POSITION = 2048
+# the sm_90 pipeline without fusion-kernel-matvec: the matrix-vector products left to IREE
+_ATTENTION_ONLY = join_pipeline(
+    [p for p in pipeline("cuda", "auto", "sm_90") if not p.startswith("fusion-kernel-matvec")]
+)
 MODULES = {
     "ours_sm90": {"cuda_arch": "sm_90"},
+    "ours_sm90_iree_matvec": {"cuda_arch": "sm_90", "pipeline": _ATTENTION_ONLY},
     "iree_alone": {"cuda_arch": "sm_80", "pipeline": "builtin.module()"},
 }
 

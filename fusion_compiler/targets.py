@@ -189,12 +189,14 @@ VULKAN_KERNEL_PIPELINE: tuple[str, ...] = (
 
 
 def kernel_pipeline(arch: str) -> list[str]:
-    """CUDA on Hopper: each fused attention becomes a generated kernel; what the kernel
-    cannot take goes on through the CUDA pipeline's own passes."""
+    """CUDA on Hopper: each fused attention and each matrix-vector product becomes a
+    generated kernel; what the kernels cannot take goes on through the CUDA pipeline's
+    own passes."""
     return [
         *_DETECT,
         f"fusion-schedule{{arch={arch}}}",
         f"fusion-kernel-attention{{arch={arch}}}",
+        f"fusion-kernel-matvec{{arch={arch}}}",
         *_TILE_AND_FUSE,
         _SAFE_HEAD_DIM,
         _GUARD,

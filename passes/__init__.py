@@ -21,6 +21,7 @@ _MODULES: dict[str, str] = {
     "fusion-fold-empty": "fusion_compiler.passes.fold_empty",
     "fusion-guard-masked-rows": "fusion_compiler.passes.guard_masked_rows",
     "fusion-kernel-attention": "fusion_compiler.passes.kernel_attention",
+    "fusion-kernel-matvec": "fusion_compiler.passes.kernel_matvec",
     "fusion-online-softmax": "fusion_compiler.passes.online_softmax",
     "fusion-reduction-input-in-memory": "fusion_compiler.passes.reduction_input_in_memory",
     "fusion-schedule": "fusion_compiler.passes.schedule",

@@ -105,7 +105,7 @@ def add_executable(
     return source
 
 
-def _dispatch(
+def dispatch_kernel(
     symbol: str,
     kernel: Kernel,
     workload: list[ir.Value],
@@ -145,7 +145,7 @@ def _dispatch(
     return dispatch.results[0]
 
 
-def _module_of(op: ir.Operation) -> ir.Operation:
+def module_of(op: ir.Operation) -> ir.Operation:
     while op.name != "builtin.module":
         op = op.parent
     return op
@@ -156,12 +156,12 @@ def _block_map(kernel: Kernel, spec: TritonSpec, inputs: list[ir.Value], symbol:
     block map it computes from the mask's inputs (``inputs`` after Q, K and V)."""
     name = f"{symbol}_block_map"
     grid = spec.map_grid
-    module = _module_of(ir.InsertionPoint.current.block.owner)
+    module = module_of(ir.InsertionPoint.current.block.owner)
     add_executable(module, name, kernel, len(inputs) - 3, grid)
     i32 = ir.IntegerType.get_signless(32)
     map_type = ir.RankedTensorType.get([spec.map_elements], i32)
     programs = grid[0] * grid[1] * grid[2]
-    return _dispatch(name, kernel, [], inputs[3:], map_type, [], {}, programs)
+    return dispatch_kernel(name, kernel, [], inputs[3:], map_type, [], {}, programs)
 
 
 def build_dispatch(
@@ -213,10 +213,10 @@ def build_dispatch(
         if kernel.scratch_bytes and spec.dynamic:
             raise ValueError("a kernel with global scratch needs a static grid")
         programs = grid[0] * grid[1] * grid[2]
-        module = _module_of(ir.InsertionPoint.current.block.owner)
+        module = module_of(ir.InsertionPoint.current.block.owner)
         add_executable(module, symbol, kernel, n_inputs, grid, rows)
         if "combine" not in kernels:
-            result = _dispatch(
+            result = dispatch_kernel(
                 symbol,
                 kernel,
                 workload,
@@ -229,13 +229,13 @@ def build_dispatch(
         else:  # static n_q: the partial results have a static size
             assert isinstance(spec, TritonSpec)
             partial_type = ir.RankedTensorType.get([spec.partial_elements], ir.F32Type.get())
-            partial = _dispatch(
+            partial = dispatch_kernel(
                 symbol, kernel, workload, arguments, partial_type, [], marker, programs
             )
             combine = kernels["combine"]
             merge = f"{symbol}_combine"
             add_executable(module, merge, combine, 1, spec.combine_grid)
-            result = _dispatch(merge, combine, [], [partial], plan.result_type, [], {})
+            result = dispatch_kernel(merge, combine, [], [partial], plan.result_type, [], {})
     plan.replaced.results[0].replace_all_uses_with(result)
     return plan
 

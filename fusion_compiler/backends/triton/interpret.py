@@ -21,17 +21,11 @@ from fusion_compiler.backends.triton.spec import TritonSpec
 _DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 
 
-def main(path: Path) -> None:
+def patch_interpreter() -> None:
+    """Triton 3.6's interpreter turns a program id (a 1-element array) into a loop bound
+    with int(), which NumPy 2 refuses; it reads the element instead after this."""
     from triton.runtime import interpreter
 
-    call = torch.load(path)
-    spec = TritonSpec(**call["spec"])
-    q, k, v, mask, sizes = call["args"]
-    n_q = int(sizes[0]) if spec.dynamic else spec.n_q
-    out = torch.empty(spec.batch, n_q, spec.dv, dtype=_DTYPES[spec.out_dtype or spec.dtype])
-    grid = spec.grid_for(n_q)
-    # Triton 3.6's interpreter turns a program id (a 1-element array) into a loop bound
-    # with int(), which NumPy 2 refuses; read the element instead.
     patch_tensor = interpreter._patch_lang_tensor
 
     def patched(tensor, scope) -> None:
@@ -39,6 +33,16 @@ def main(path: Path) -> None:
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
 
     interpreter._patch_lang_tensor = patched
+
+
+def main(path: Path) -> None:
+    call = torch.load(path)
+    spec = TritonSpec(**call["spec"])
+    q, k, v, mask, sizes = call["args"]
+    n_q = int(sizes[0]) if spec.dynamic else spec.n_q
+    out = torch.empty(spec.batch, n_q, spec.dv, dtype=_DTYPES[spec.out_dtype or spec.dtype])
+    grid = spec.grid_for(n_q)
+    patch_interpreter()
     with tempfile.TemporaryDirectory() as directory:  # the interpreter re-reads the source
         kernel = load_source(spec, Path(directory))
         if spec.mask_expr is not None:
