@@ -22,7 +22,7 @@ from fusion_compiler.passes import schedule
 
 from fusion_compiler import remarks
 from fusion_compiler.backends import dispatch
-from fusion_compiler.backends.plan import KernelPlan, plan_kernel
+from fusion_compiler.backends.plan import KernelPlan, block_map_summary, plan_kernel
 from fusion_compiler.backends.spec import Kernel
 from fusion_compiler.backends.triton import schedules
 from fusion_compiler.backends.triton.kernel import compile_kernel, with_producer_warp
@@ -121,6 +121,7 @@ def _run(module: ir.Operation, options: Options) -> None:
             resident = schedules.resident_programs(_PRODUCER_WARP_TILES, plan.spec.d, options.arch)
             plan = dataclasses.replace(plan, spec=with_producer_warp(plan.spec, resident))
         location = op.location
+        found = block_map_summary(op, plan.spec) if plan.spec.block_map else ""
         spec = lower_attention_to_kernel(op, plan, f"fusion_attention_{n}")
         if isinstance(spec, str):
             remarks.emit(location, f"attention left to IREE's code generation: {spec}")
@@ -130,7 +131,7 @@ def _run(module: ir.Operation, options: Options) -> None:
         split += ", GQA heads packed" if spec.pack_gqa else ""
         split += f", {spec.persistent} persistent programs" if spec.persistent else ""
         split += ", a producer warp" if spec.warp_specialized else ""
-        split += ", key blocks from a block map of the mask per call" if spec.block_map else ""
+        split += f", {found}" if found else ""
         remarks.emit(
             location,
             f"attention lowered to a generated {options.arch} kernel "

@@ -196,3 +196,20 @@ def test_a_kernel_that_needs_too_much_shared_memory_gets_fewer_stages() -> None:
     )  # fmt: skip
     spec, _ = _dispatch_inputs(fused)
     assert compile_kernel(spec).shared_bytes <= 227 * 1024
+
+
+def test_the_remark_says_what_a_static_map_skips() -> None:
+    """Chunks of 40 with causality inside, 1024 rows in 64x64 tiles: the remark gives the
+    shares the kernel's map will find (computed at compile time from the indices)."""
+    q, k, v = (torch.randn(4, 8, 1024, 64).to(F16) for _ in range(3))
+    fused = fc.compile(
+        Chunked(), example_args=(q, k, v), target="cuda", cuda_arch="sm_90", compile_to="fused"
+    )
+    spec, _ = _dispatch_inputs(fused)
+    rows, cols = torch.arange(1024)[:, None], torch.arange(1024)[None, :]
+    keep = (cols // 40 == rows // 40) & (cols <= rows)
+    tiles = keep.reshape(1024 // spec.block_m, spec.block_m, 1024 // spec.block_n, spec.block_n)
+    kept = tiles.any(dim=3).any(dim=1)
+    skipped = round(100 * (1 - kept.float().mean().item()))
+    said = [r.message for r in fused.remarks if "block map" in r.message]
+    assert said and f"a block map: {skipped}% of tiles skipped" in said[0], said

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from fusion_compiler.backends.spec import (
     Problem,
     Stride,
@@ -24,7 +26,7 @@ from fusion_compiler.backends.triton.mask import MaskCode
 from fusion_compiler.backends.triton.spec import TritonSpec
 from fusion_compiler.backends.vulkan import glsl
 from fusion_compiler.backends.vulkan import spec as vulkan_spec
-from fusion_compiler.dialects import linalg, linalg_ext
+from fusion_compiler.dialects import expr, linalg, linalg_ext
 from fusion_compiler.dialects.builders import dims
 from fusion_compiler.dialects.linalg_ext import LOG2E, Layout
 from fusion_compiler.ir import ir
@@ -345,3 +347,39 @@ def _wants_block_map(spec: TritonSpec, mask: MaskCode) -> bool:
         and spec.splits == 1
         and not spec.pack_gqa
     )
+
+
+# the most elements of a mask ``block_map_summary`` evaluates at compile time
+_MAX_SUMMARISED = 1 << 24
+
+
+def block_map_summary(op: ir.Operation, spec: TritonSpec) -> str:
+    """What a block map finds, for the remark: for a mask of indices alone (chunks,
+    prefix-LM), the share of tiles skipped and of those needing the mask, computed here
+    as the kernel will; for one reading inputs (padding, document ids), that it is
+    computed per call."""
+    tree = expr.of_tensor(op.operands[4])
+    if expr.leaves(tree.expr) or spec.n_q * spec.n_k > _MAX_SUMMARISED:
+        return "a block map of the mask's key blocks per call, from its inputs"
+    grids = {1: np.arange(spec.n_q)[:, None], 2: np.arange(spec.n_k)[None, :]}
+    values = expr.evaluate(tree.expr, lambda dim: grids.get(dim, np.zeros((1, 1), np.int64)))
+    values = np.broadcast_to(values.astype(np.float64), (spec.n_q, spec.n_k))
+    rows, keys = np.arange(spec.n_q)[:, None], np.arange(spec.n_k)[None, :]
+    visible = np.ones((spec.n_q, spec.n_k), bool)
+    if spec.causal_offset is not None:
+        visible &= keys <= rows + spec.causal_offset
+    if spec.window_start is not None:
+        visible &= keys >= rows + spec.window_start
+    fill = spec.mask_swamps if spec.mask_swamps is not None else -np.inf
+    kept = visible & ~(values <= fill)
+    plain = visible & (values == 0)
+    empty = masked = 0
+    for m in range(0, spec.n_q, spec.block_m):
+        for n in range(0, spec.n_k, spec.block_n):
+            tile = (slice(m, m + spec.block_m), slice(n, n + spec.block_n))
+            if not kept[tile].any():
+                empty += 1
+            elif not (plain[tile].all() and n + spec.block_n <= spec.n_k):
+                masked += 1
+    tiles = -(-spec.n_q // spec.block_m) * -(-spec.n_k // spec.block_n)
+    return f"a block map: {empty / tiles:.0%} of tiles skipped, {masked / tiles:.0%} masked"

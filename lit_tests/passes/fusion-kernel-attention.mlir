@@ -395,7 +395,7 @@ func.func @padding_block_map(%q: tensor<4x256x64xf16>, %k: tensor<4x512x64xf16>,
     linalg.yield %r : f16
   } -> tensor<4x256x512xf16>
   %e = tensor.empty() : tensor<4x256x64xf16>
-  // expected-remark @below {{key blocks from a block map of the mask per call}}
+  // expected-remark @below {{a block map of the mask's key blocks per call, from its inputs}}
   %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
       ins(%q, %k, %v, %scale, %mask : tensor<4x256x64xf16>, tensor<4x512x64xf16>, tensor<4x512x64xf16>, f32, tensor<4x256x512xf16>)
       outs(%e : tensor<4x256x64xf16>) {
