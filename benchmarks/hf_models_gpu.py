@@ -15,6 +15,7 @@ fused / lowered to generated kernels.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -30,7 +31,10 @@ import fusion_compiler as fc  # noqa: E402
 # fp16 attention in fp16 kernels, against float32: the bound of the kernel tests
 BOUND = 3e-3
 GPU_SIZE = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4)
-SEQ = 128
+# tokens per sequence; HF_GPU_SEQ=512 makes the padding masks span several key blocks
+# (the block map's two loops)
+SEQ = int(os.environ.get("HF_GPU_SEQ", "128"))
+POSITIONS = max(256, 2 * SEQ)  # position embeddings: enough for SEQ
 ARCHS = {  # architecture -> attention implementation (sdpa where transformers has it)
     "gpt2": "sdpa",
     "llama": "sdpa",
@@ -56,14 +60,14 @@ def _sized(name: str) -> dict:
 
     config = dict(hf_corpus.ARCHS[name].config)
     aliases = {  # the config names each architecture uses for GPU_SIZE's fields
-        "gpt2": dict(n_embd=256, n_head=4, n_positions=256),
-        "distilbert": dict(dim=256, n_heads=4, hidden_dim=512, max_position_embeddings=256),
+        "gpt2": dict(n_embd=256, n_head=4, n_positions=POSITIONS),
+        "distilbert": dict(dim=256, n_heads=4, hidden_dim=512, max_position_embeddings=POSITIONS),
         "opt": dict(
             hidden_size=256,
             num_attention_heads=4,
             ffn_dim=512,
             word_embed_proj_dim=256,
-            max_position_embeddings=256,
+            max_position_embeddings=POSITIONS,
         ),
     }
     if name in aliases:
@@ -71,7 +75,7 @@ def _sized(name: str) -> dict:
     else:
         config.update(GPU_SIZE)
         if "max_position_embeddings" in config:
-            config["max_position_embeddings"] = 256
+            config["max_position_embeddings"] = POSITIONS
         if "head_dim" in config:
             config["head_dim"] = 64
         if name == "vit":

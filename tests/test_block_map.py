@@ -67,9 +67,10 @@ class HalfFillPadding(torch.nn.Module):
         return torch.softmax(s + fill, dim=-1, dtype=torch.float32).to(q.dtype) @ v
 
 
-def _run(model, shape, *extra):
-    """Compiles ``model`` for sm_90, runs its block map and kernel (TILE x TILE blocks)
-    under the interpreter; (spec, output, block map, PyTorch's output in float64)."""
+def _run(model, shape, *extra, **overrides):
+    """Compiles ``model`` for sm_90, runs its block map and kernel (TILE x TILE blocks,
+    the spec's fields in ``overrides`` replaced) under the interpreter; (spec, output,
+    block map, PyTorch's output in float64)."""
     b, h, nq, nk, d = shape
     q = torch.randn(b, h, nq, d).to(F16)
     k, v = (torch.randn(b, h, nk, d).to(F16) for _ in range(2))
@@ -79,7 +80,7 @@ def _run(model, shape, *extra):
     )  # fmt: skip
     spec, shapes = _dispatch_inputs(fused)
     assert spec.block_map, fused.remarks
-    spec = dataclasses.replace(spec, block_m=TILE, block_n=TILE, persistent=0)
+    spec = dataclasses.replace(spec, block_m=TILE, block_n=TILE, persistent=0, **overrides)
     # the tensors the mask reads: the model's inputs, by shape (one may be read twice)
     by_shape = {tuple(x.shape): x for x in extra}
     leaves = [by_shape[tuple(shape)] for shape in shapes[3 : 3 + len(spec.mask_inputs)]]
@@ -213,3 +214,47 @@ def test_the_remark_says_what_a_static_map_skips() -> None:
     skipped = round(100 * (1 - kept.float().mean().item()))
     said = [r.message for r in fused.remarks if "block map" in r.message]
     assert said and f"a block map: {skipped}% of tiles skipped" in said[0], said
+
+
+def test_split_kv_programs_share_the_listed_blocks() -> None:
+    """Few query rows over many keys: split-KV, each program of a row block takes every
+    SPLITS-th block the map lists; the combine kernel merges them."""
+    torch.manual_seed(0)
+    keep = torch.zeros(2, 700, dtype=torch.bool)
+    keep[0, :300] = True
+    keep[1, 100:650] = True
+    spec, got, block_map, want = _run(PaddingMaskAttention(), (2, 2, 8, 700, 16), keep, splits=3)
+    assert rel_error(got, want) < BOUND[F16]
+    assert _listed(block_map, spec) == _expected(keep[:, None, :].expand(2, 8, 700), spec, 2)
+
+
+class PaddedGQADecode(torch.nn.Module):
+    """One query per head over a padded cache, 4 query heads per K/V head."""
+
+    def forward(self, q, k, v, keep):
+        k, v = (x.repeat_interleave(4, dim=1) for x in (k, v))
+        s = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+        s = s.masked_fill(~keep[:, None, None, :], float("-inf"))
+        return torch.softmax(s.float(), -1).to(v.dtype) @ v
+
+
+def test_packed_gqa_heads_share_their_sequence_map() -> None:
+    torch.manual_seed(0)
+    q = torch.randn(2, 8, 1, 32).to(F16)
+    k, v = (torch.randn(2, 2, 500, 32).to(F16) for _ in range(2))
+    keep = torch.zeros(2, 500, dtype=torch.bool)
+    keep[0, :90] = True
+    keep[1, :470] = True
+    model = PaddedGQADecode()
+    fused = fc.compile(
+        model, example_args=(q, k, v, keep), target="cuda", cuda_arch="sm_90",
+        compile_to="fused",
+    )  # fmt: skip
+    spec, _ = _dispatch_inputs(fused)
+    assert spec.pack_gqa and spec.block_map and (spec.map_group, spec.map_rows) == (8, False)
+    got = run_interpreted(
+        spec, q.reshape(16, 1, 32), k.reshape(4, 500, 32), v.reshape(4, 500, 32), mask=[keep]
+    )
+    with torch.no_grad():
+        want = model(q.double(), k.double(), v.double(), keep)
+    assert rel_error(got.reshape(want.shape), want) < BOUND[F16]

@@ -320,33 +320,28 @@ def plan_kernel(
             mask_inputs=tuple(mask.types) if isinstance(mask, MaskCode) else (),
             **(tiles or {}),
         )
-        if isinstance(mask, MaskCode) and _wants_block_map(spec, mask):
-            # one entry per sequence (not per head), per row block only where it matters
-            group = mask.batch_group or spec.batch
-            rows = (
-                mask.reads_rows or form.causal_offset is not None or spec.window_start is not None
-            )
-            spec = replace(
-                spec,
-                block_map=True,
-                map_group=group if spec.batch % group == 0 else 1,
-                map_rows=rows,
-            )
+        if isinstance(mask, MaskCode):
+            spec = _with_block_map(spec, mask, form)
     return KernelPlan(spec, inputs, plan, form)
 
 
-def _wants_block_map(spec: TritonSpec, mask: MaskCode) -> bool:
-    """Whether the kernel should visit only the key blocks a per-call block map lists: a
-    computed mask that can empty whole tiles (it makes -inf or a swamping fill: padding,
-    documents, chunks, prefix-LM), over more than one key block, static sizes, one
-    program per row block's keys and no packed heads."""
-    return (
-        (mask.makes_neg_inf or spec.mask_swamps is not None)
-        and not spec.dynamic
-        and spec.n_k > spec.block_n
-        and spec.splits == 1
-        and not spec.pack_gqa
-    )
+def _with_block_map(spec: TritonSpec, mask: MaskCode, form: Layout) -> TritonSpec:
+    """``spec`` visiting only the key blocks a per-call block map lists, where that pays:
+    a computed mask that can empty whole tiles (it makes -inf or a swamping fill:
+    padding, documents, chunks, prefix-LM), over more than one key block, static sizes.
+    The map has an entry per sequence (not per head) where the mask reads the batch as
+    batch // H, and one for all row blocks where neither the mask nor the bounds read
+    the row; packed GQA rows (several heads in a row block) take such a map only."""
+    if not (mask.makes_neg_inf or spec.mask_swamps is not None):
+        return spec
+    if spec.dynamic or spec.n_k <= spec.block_n:
+        return spec
+    group = mask.batch_group or spec.batch
+    group = group if spec.batch % group == 0 else 1
+    rows = mask.reads_rows or form.causal_offset is not None or spec.window_start is not None
+    if spec.pack_gqa and (rows or group % spec.kv_group != 0):
+        return spec
+    return replace(spec, block_map=True, map_group=group, map_rows=rows)
 
 
 # the most elements of a mask ``block_map_summary`` evaluates at compile time
