@@ -190,7 +190,11 @@ class _Builder:
                 return self.tensor(op.operands[i], sub, depth + 1)
 
             names[block.arguments[i]] = read
-        return _block(block, names, coords)
+
+        def extract(tensor: ir.Value, at: list[Expr]) -> Expr:
+            return self.tensor(tensor, at, depth + 1)
+
+        return _block(block, names, coords, extract=extract)
 
 
 def _splat(value: ir.Value) -> float | int | bool | None:
@@ -283,10 +287,13 @@ def _block(
     coords: Sequence[Expr],
     leaf: Callable[[ir.Value], Expr] | None = None,
     fold_casts: bool = True,
+    extract: Callable[[ir.Value, list[Expr]], Expr] | None = None,
 ) -> Expr:
     """The tree of the value ``block`` yields, its arguments in ``names`` (or how to
     build them). ``leaf``: how a value defined outside, or by an op that has no
-    expression and does not read the argument, becomes a leaf (else Unsupported)."""
+    expression and does not read the argument, becomes a leaf (else Unsupported).
+    ``extract(tensor, coords)``: what a ``tensor.extract`` of a tensor from outside at
+    computed coordinates reads (transformers' mask functions index their inputs so)."""
 
     def operand(value: ir.Value) -> Expr:
         if value in names:
@@ -315,6 +322,11 @@ def _block(
             tree = leaf(body_op.results[0])  # an iota: not followed here
         elif name == "linalg.index":
             tree = coords[ir.IntegerAttr(body_op.attributes["dim"]).value]
+        elif name == "tensor.extract" and extract is not None:
+            tensor, *indices = body_op.operands
+            if tensor in names:
+                raise Unsupported("tensor.extract of a block argument")
+            tree = extract(tensor, [operand(i) for i in indices])
         elif name in OPS and result_type not in _NUMPY:
             raise Unsupported(f"{name} to {result_type}")
         elif name in OPS:

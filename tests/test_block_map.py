@@ -38,6 +38,18 @@ class Documents(torch.nn.Module):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=same & (cols <= rows))
 
 
+class IndexedPadding(torch.nn.Module):
+    """transformers' way (masking_utils): the padding input indexed at (batch, key) by
+    arange tensors (a gather: tensor.extract in Linalg), and-ed with causality."""
+
+    def forward(self, q, k, v, keep):
+        batch = torch.arange(q.shape[0])[:, None, None, None]
+        rows = torch.arange(q.shape[2])[None, None, :, None]
+        keys = torch.arange(k.shape[2])[None, None, None, :]
+        allowed = keep[batch, keys] & (keys <= rows)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+
+
 class DocumentsFull(torch.nn.Module):
     """Packed documents, each attending to all of itself (masked_fill of -inf)."""
 
@@ -258,3 +270,23 @@ def test_packed_gqa_heads_share_their_sequence_map() -> None:
     with torch.no_grad():
         want = model(q.double(), k.double(), v.double(), keep)
     assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
+
+
+def test_a_padding_input_indexed_as_transformers_does_is_computed_in_the_kernel() -> None:
+    """keep[batch, keys] (a gather, tensor.extract in the mask's payload) is read where
+    the kernel needs it, not materialised as a (B, 1, Nq, Nk) mask, and mapped."""
+    torch.manual_seed(0)
+    keep = torch.ones(2, 200, dtype=torch.bool)
+    keep[1, :70] = False  # left padding, as decoders have it
+    spec, got, block_map, want = _run(IndexedPadding(), (2, 2, 200, 200, 16), keep)
+    assert spec.mask_expr is not None and spec.causal_offset == 0
+    rows, cols = torch.arange(200)[:, None], torch.arange(200)[None, :]
+    allowed = keep[:, None, :] & (cols <= rows)[None]
+    good = allowed.any(-1)  # rows with no key: NaN in PyTorch, 0 here by design
+    assert (
+        rel_error(
+            got[good[:, None].expand_as(got[..., 0])], want[good[:, None].expand_as(want[..., 0])]
+        )
+        < BOUND[F16]
+    )
+    assert _listed(block_map, spec) == _expected(allowed, spec, heads=2)
