@@ -114,7 +114,7 @@ def _lower(module: ir.Operation, op: ir.Operation, options: Options, symbol: str
     k, n = _shape(b)[-2:]
     cast = output_cast(op)
     replaced = cast or op
-    block_n, block_k = tiles(k, n, sk)
+    block_n, block_k, num_warps, num_stages = tiles(k, n, sk)
     spec = MatvecSpec(
         dtype=_element(a),
         out_dtype=_element(replaced.results[0]),
@@ -124,6 +124,8 @@ def _lower(module: ir.Operation, op: ir.Operation, options: Options, symbol: str
         sn=sn,
         block_n=block_n,
         block_k=block_k,
+        num_warps=num_warps,
+        num_stages=num_stages,
         arch=int(options.arch.removeprefix("sm_").rstrip("a")),
     )
     kernel = compile_matvec(spec)
