@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import rel_error
-from test_kernel_attention import BOUND, F16, _dispatch_inputs
+from test_kernel_attention import BOUND, F16, _dispatch_inputs, _HalfFillPadding
 from variants import PaddingMaskAttention
 
 import fusion_compiler as fc
@@ -68,15 +68,6 @@ class Chunked(torch.nn.Module):
         cols = torch.arange(k.shape[-2])[None, :]
         keep = (cols // 40 == rows // 40) & (cols <= rows)
         return torch.softmax(s.masked_fill(~keep, float("-inf")).float(), -1).to(v.dtype) @ v
-
-
-class HalfFillPadding(torch.nn.Module):
-    """transformers' eager fp16 form: ``finfo(f16).min`` added where a key is padding."""
-
-    def forward(self, q, k, v, keep):
-        s = (q @ k.transpose(-2, -1)) * 0.25
-        fill = torch.zeros_like(s).masked_fill(~keep[:, None, None, :], torch.finfo(s.dtype).min)
-        return torch.softmax(s + fill, dim=-1, dtype=torch.float32).to(q.dtype) @ v
 
 
 def _run(model, shape, *extra, **overrides):
@@ -183,7 +174,7 @@ def test_a_finite_fill_is_skipped_only_where_every_row_keeps_a_key() -> None:
     keep = torch.zeros(2, 300, dtype=torch.bool)
     keep[1, :45] = True
     q_shape = (2, 2, 50, 300, 16)
-    spec, got, block_map, want = _run(HalfFillPadding(), q_shape, keep)
+    spec, got, block_map, want = _run(_HalfFillPadding(), q_shape, keep)
     assert spec.mask_swamps is not None
     listed = _listed(block_map, spec)
     assert listed[0, 0] == (set(), set(range(10)))  # no key: every block, with the mask
@@ -282,11 +273,7 @@ def test_a_padding_input_indexed_as_transformers_does_is_computed_in_the_kernel(
     assert spec.mask_expr is not None and spec.causal_offset == 0
     rows, cols = torch.arange(200)[:, None], torch.arange(200)[None, :]
     allowed = keep[:, None, :] & (cols <= rows)[None]
-    good = allowed.any(-1)  # rows with no key: NaN in PyTorch, 0 here by design
-    assert (
-        rel_error(
-            got[good[:, None].expand_as(got[..., 0])], want[good[:, None].expand_as(want[..., 0])]
-        )
-        < BOUND[F16]
-    )
+    # rows with no key: NaN in PyTorch, 0 here by design
+    good = allowed.any(-1)[:, None].expand(got.shape[:3])
+    assert rel_error(got[good], want[good]) < BOUND[F16]
     assert _listed(block_map, spec) == _expected(allowed, spec, heads=2)

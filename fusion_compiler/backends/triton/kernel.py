@@ -44,7 +44,7 @@ WS_MAX_REGISTERS = 120
 # full attention over at most this many keys takes that kernel (measured at 1024; at 4096
 # it was 0.98-1.05 of the template's, and slower with GQA at 8192)
 WS_FULL_KEYS = 2048
-_TRITON_TYPES = {"f16": "fp16", "bf16": "bf16", "f32": "fp32"}
+TRITON_TYPES = {"f16": "fp16", "bf16": "bf16", "f32": "fp32"}
 # the template's placeholders where the spec asks for nothing of its own
 _READ_MASK = (
     "tl.load(Mask + _m_offsets(batch, rows[:, None], keys[None, :], n_q, n_k), "
@@ -123,7 +123,7 @@ def kernel_source(spec: TritonSpec) -> str:
     return _WARP_SPECIALIZED.read_text() if spec.warp_specialized else source_of(spec)
 
 
-def _triton_version() -> str:
+def triton_version() -> str:
     try:
         return importlib.metadata.version("triton")
     except importlib.metadata.PackageNotFoundError:
@@ -133,7 +133,7 @@ def _triton_version() -> str:
 def _key_parts(source: str, spec: TritonSpec, entry: str) -> list[str]:
     """What the cubin of ``spec``'s ``entry`` depends on (``backends.cache``)."""
     read = [path.read_text() for path in _READ]
-    return [source, *read, spec.to_json(), entry, f"triton {_triton_version()}"]
+    return [source, *read, spec.to_json(), entry, f"triton {triton_version()}"]
 
 
 def compile_kernel(spec: TritonSpec, entry: str = "attention") -> Kernel:
@@ -141,7 +141,19 @@ def compile_kernel(spec: TritonSpec, entry: str = "attention") -> Kernel:
     split-KV attention; ``block_map`` before one with a block map), from the cache when
     the same kernel was built before."""
     source = kernel_source(spec)
-    key, directory = cache_entry(_key_parts(source, spec, entry))
+
+    def build(directory: Path):  # -> CompiledKernel
+        source_path = directory / "kernel.py"
+        write_whole(source_path, source)  # Triton reads a kernel's source from its file
+        return _triton_compile(spec, source_path, entry)
+
+    return cached_kernel(_key_parts(source, spec, entry), build)
+
+
+def cached_kernel(parts: list[str], build, prefix: str = "") -> Kernel:
+    """The kernel keyed on ``parts`` (``backends.cache``): read from the cache, or
+    ``build(directory)`` (a Triton CompiledKernel) and written there whole."""
+    key, directory = cache_entry(parts, prefix)
     meta_path, cubin_path = directory / "kernel.json", directory / "kernel.cubin"
     if meta_path.exists() and cubin_path.exists():
         meta = json.loads(meta_path.read_text())
@@ -155,9 +167,7 @@ def compile_kernel(spec: TritonSpec, entry: str = "attention") -> Kernel:
             hidden_pointers=HIDDEN_POINTERS,
         )
     directory.mkdir(parents=True, exist_ok=True)
-    source_path = directory / "kernel.py"
-    write_whole(source_path, source)
-    compiled = _triton_compile(spec, source_path, entry)
+    compiled = build(directory)
     kernel = Kernel(
         compiled.metadata.name,
         compiled.asm["cubin"],
@@ -224,20 +234,43 @@ def _import(path: Path):
     return module
 
 
-def _triton_compile(spec: TritonSpec, source_path: Path, entry: str):  # -> CompiledKernel
+def require_triton():
+    """The ``triton`` module, or a FusionCompilerError saying what to install."""
     try:
         import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
-        from triton.experimental.gluon._runtime import GluonASTSource
     except ImportError:
         raise FusionCompilerError(
-            "generating an sm_90 attention kernel needs Triton: "
+            "generating an sm_90 kernel needs Triton: "
             "pip install 'fusion-compiler[kernels]', or compile with cuda_arch='sm_80'"
         ) from None
+    return triton
+
+
+def triton_compile(
+    function, pointers: dict[str, str], constants: dict[str, object], arch: int, options: dict,
+    gluon: bool = False,
+):  # fmt: skip  # -> CompiledKernel
+    """``function`` (a Triton or, with ``gluon``, a Gluon kernel) compiled for sm_``arch``:
+    ``pointers`` its pointer parameters and types in order, ``constants`` its
+    constexprs. IREE's bindings are at least 16-byte aligned; saying so lets Triton
+    vectorise loads (measured on the H200: about half the speed without it)."""
+    triton = require_triton()
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    aligned = {(i,): [["tt.divisibility", 16]] for i in range(len(pointers))}
+    signature = {**pointers, **dict.fromkeys(constants, "constexpr")}
+    if gluon:
+        from triton.experimental.gluon._runtime import GluonASTSource as ASTSource
+    source = ASTSource(function, signature, constexprs=constants, attrs=aligned)
+    return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
+
+
+def _triton_compile(spec: TritonSpec, source_path: Path, entry: str):  # -> CompiledKernel
+    require_triton()  # before the generated source imports it
     module = _import(source_path)
-    element = _TRITON_TYPES[spec.dtype]
-    output = f"*{_TRITON_TYPES[spec.out_dtype or spec.dtype]}"
+    element = TRITON_TYPES[spec.dtype]
+    output = f"*{TRITON_TYPES[spec.out_dtype or spec.dtype]}"
     if entry == "combine":
         signature = {"Partial": "*fp32", "Out": output}
         constants = spec.combine_constants()
@@ -255,21 +288,13 @@ def _triton_compile(spec: TritonSpec, source_path: Path, entry: str):  # -> Comp
             "Out": "*fp32" if spec.splits > 1 else output,
         }
         if spec.mask_expr is None:  # without a mask, Q is bound here and never read
-            signature["Mask"] = f"*{_TRITON_TYPES[spec.mask_dtype or spec.dtype]}"
+            signature["Mask"] = f"*{TRITON_TYPES[spec.mask_dtype or spec.dtype]}"
         signature.update({f"L{i}": t for i, t in enumerate(spec.mask_inputs)})
         signature = {name: signature[name] for name in spec.pointers}  # Map: with a map
         constants = spec.ws_constants() if spec.warp_specialized else spec.constants()
-    pointers = len(signature)
-    signature.update(dict.fromkeys(constants, "constexpr"))
-    # IREE's bindings are at least 16-byte aligned; saying so lets Triton vectorise loads
-    # (measured on the H200: about half the speed without it).
-    aligned = {(i,): [["tt.divisibility", 16]] for i in range(pointers)}
     kernel = getattr(module, entry)
-    target = GPUTarget("cuda", spec.arch, 32)
     if spec.warp_specialized:
-        source = GluonASTSource(kernel, signature, constexprs=constants, attrs=aligned)
         options = {"num_warps": spec.num_warps, "maxnreg": WS_MAX_REGISTERS}
-        return triton.compile(source, target=target, options=options)
-    source = ASTSource(kernel, signature, constexprs=constants, attrs=aligned)
+        return triton_compile(kernel, signature, constants, spec.arch, options, gluon=True)
     options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}
-    return triton.compile(source, target=target, options=options)
+    return triton_compile(kernel, signature, constants, spec.arch, options)

@@ -13,13 +13,16 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from fusion_compiler.backends.cache import cache_entry, write_whole
 from fusion_compiler.backends.spec import Kernel
-from fusion_compiler.backends.triton.spec import HIDDEN_POINTERS
-from fusion_compiler.errors import FusionCompilerError
+from fusion_compiler.backends.triton.kernel import (
+    TRITON_TYPES,
+    cached_kernel,
+    require_triton,
+    triton_compile,
+    triton_version,
+)
 
 _SOURCE = Path(__file__).with_name("matvec.py")
-_TRITON_TYPES = {"f16": "fp16", "bf16": "bf16", "f32": "fp32"}
 # the matvec's dispatches carry their spec as JSON under this attribute
 MARKER = "fusion.matvec_kernel"
 
@@ -74,66 +77,19 @@ def tiles(k: int, n: int, sk: int) -> tuple[int, int, int, int]:
 def compile_matvec(spec: MatvecSpec) -> Kernel:
     """The cubin of ``spec``'s kernel, from the cache when it was built before."""
     source = _SOURCE.read_text()
-    version = _triton_version()
-    key, directory = cache_entry(
-        [source, Path(__file__).read_text(), spec.to_json(), f"triton {version}"], "matvec-"
-    )
-    meta_path, cubin_path = directory / "kernel.json", directory / "kernel.cubin"
-    if meta_path.exists() and cubin_path.exists():
-        meta = json.loads(meta_path.read_text())
-        return Kernel(
-            meta["name"], cubin_path.read_bytes(), meta["shared"], meta["threads"], key,
-            scratch_bytes=meta["scratch"], hidden_pointers=HIDDEN_POINTERS,
-        )  # fmt: skip
-    try:
-        import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
-    except ImportError:
-        raise FusionCompilerError(
-            "generating an sm_90 kernel needs Triton: "
-            "pip install 'fusion-compiler[kernels]', or compile with cuda_arch='sm_80'"
-        ) from None
-    from fusion_compiler.backends.triton import matvec
+    read = [Path(__file__), Path(__file__).with_name("kernel.py")]  # its compile step too
+    parts = [source, *(f.read_text() for f in read), spec.to_json(), f"triton {triton_version()}"]
 
-    element = f"*{_TRITON_TYPES[spec.dtype]}"
-    signature = {"X": element, "W": element, "Out": f"*{_TRITON_TYPES[spec.out_dtype]}"}
-    constants = spec.constants()
-    aligned = {(i,): [["tt.divisibility", 16]] for i in range(len(signature))}
-    signature.update(dict.fromkeys(constants, "constexpr"))
-    compiled = triton.compile(
-        ASTSource(matvec.matvec, signature, constexprs=constants, attrs=aligned),
-        target=GPUTarget("cuda", spec.arch, 32),
-        options={"num_warps": spec.num_warps, "num_stages": spec.num_stages},
-    )
-    kernel = Kernel(
-        compiled.metadata.name,
-        compiled.asm["cubin"],
-        compiled.metadata.shared,
-        compiled.metadata.num_warps * 32,
-        key,
-        scratch_bytes=compiled.metadata.global_scratch_size,
-        hidden_pointers=HIDDEN_POINTERS,
-    )
-    directory.mkdir(parents=True, exist_ok=True)
-    write_whole(cubin_path, kernel.binary)
-    meta = {
-        "name": kernel.name,
-        "shared": kernel.shared_bytes,
-        "threads": kernel.threads,
-        "scratch": kernel.scratch_bytes,
-    }
-    write_whole(meta_path, json.dumps(meta))  # last: its presence says the cubin is whole
-    return kernel
+    def build(directory: Path):  # -> CompiledKernel
+        require_triton()  # before matvec.py imports it
+        from fusion_compiler.backends.triton import matvec
 
+        element = f"*{TRITON_TYPES[spec.dtype]}"
+        pointers = {"X": element, "W": element, "Out": f"*{TRITON_TYPES[spec.out_dtype]}"}
+        options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}
+        return triton_compile(matvec.matvec, pointers, spec.constants(), spec.arch, options)
 
-def _triton_version() -> str:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("triton")
-    except importlib.metadata.PackageNotFoundError:
-        return "none"
+    return cached_kernel(parts, build, "matvec-")
 
 
 def run_interpreted(spec: MatvecSpec, x, w):  # tensors -> tensor
