@@ -328,6 +328,8 @@ def band(mask: ir.Value, rows: int, keys: int) -> Band | None:
     found = Band(min(uppers, default=None), max(lowers, default=None), fact.pure)
     if fact.finite and not _every_row_keeps_a_key(found, mask, rows, keys):
         return None  # PyTorch weighs the fills of a row that keeps none
+    if not found.pure:  # what else it reads may be constants that keep every key
+        return _evaluated(mask, rows, keys) or found
     return found
 
 

@@ -621,6 +621,8 @@ def fold(op: Op) -> Expr:
         return const(evaluate(op).item(), op.type)
     if op.name == "arith.select" and isinstance(op.operands[0], Const):
         return op.operands[1] if op.operands[0].value else op.operands[2]
+    if op.name == "arith.select" and _wrapped_index(op) is not None:
+        return _wrapped_index(op)
     if op.name == "arith.select" and op.type == "i1":  # select(c, true, false) is c
         true, false = Const(True, "i1"), Const(False, "i1")
         if op.operands[1:] == (true, false):
@@ -639,6 +641,47 @@ def fold(op: Op) -> Expr:
         if op.name == "arith.remui" and b == one:
             return zero
     return op
+
+
+# ops whose result is never negative where their operands are not (index arithmetic:
+# sizes are far from overflowing)
+_KEEPS_SIGN = ("arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui",
+               "arith.addi", "arith.muli", "arith.divui", "arith.remui", "arith.maxsi",
+               "arith.minsi")  # fmt: skip
+
+
+def never_negative(e: Expr) -> bool:
+    """``e`` is an integer sum or product of coordinates and non-negative constants."""
+    if isinstance(e, Index):
+        return True
+    if isinstance(e, Const):
+        return not is_float(e.type) and e.value >= 0
+    wide = e.type == "index" or (not is_float(e.type) and width(e.type) >= 32)
+    return (
+        isinstance(e, Op)
+        and e.name in _KEEPS_SIGN
+        and wide  # no wrap: an index cast to i8 is negative from 128
+        and all(map(never_negative, e.operands))
+    )
+
+
+def _wrapped_index(op: Op) -> Expr | None:
+    """x for ``select(x < 0, x + n, x)`` (and ``select(x >= 0, x, ...)``) where x is
+    never negative: how torch indexes with an index tensor (a negative index counts from
+    the end), which transformers' masks do with aranges."""
+    cond, true, false = op.operands
+    if not (
+        isinstance(cond, Op)
+        and cond.name == "arith.cmpi"
+        and cond.operands[1] == Const(0, cond.operands[1].type)
+    ):
+        return None
+    x = cond.operands[0]
+    if cond.predicate == "slt" and false == x and never_negative(x):
+        return x
+    if cond.predicate == "sge" and true == x and never_negative(x):
+        return x
+    return None
 
 
 def walk(expr: Expr) -> Iterator[Expr]:

@@ -25,7 +25,13 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 from torch import nn
-from torch.export.graph_signature import ConstantArgument, OutputKind
+from torch.export.graph_signature import (
+    ConstantArgument,
+    InputKind,
+    InputSpec,
+    OutputKind,
+    TensorArgument,
+)
 from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
 from fusion_compiler import decompositions, diagnostics, inputs, signature
@@ -256,6 +262,7 @@ def functional(
             program = program.run_decompositions(table)
             program = _einsum_operands_broadcast(_sdpa_masks_at_query_rank(program))
             program = _empty_results_as_zeros(program)
+            program = _input_free_values_folded(program)
     except Exception as exc:  # a graph torch itself cannot retrace: say which, and why
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise FusionCompilerError(
@@ -332,6 +339,118 @@ def _empty_results_as_zeros(program: torch.export.ExportedProgram) -> torch.expo
         graph.eliminate_dead_code()
         program.graph_module.recompile()
     return program
+
+
+# What the expression IR follows symbolically (``dialects/expr.py``: index arithmetic,
+# comparisons, selects, casts, views, broadcasts, index tensors): an input-free value
+# made of these stays a computation, which proves masks banded for any length. Any
+# other op of no input (a cumsum of position ids, a sort, a reduction) would be a
+# tensor the mask reads; PyTorch computes it at compile time instead.
+_FOLLOWED = {
+    torch.ops.aten.arange.default,
+    torch.ops.aten.arange.start,
+    torch.ops.aten.arange.start_step,
+    torch.ops.aten.full.default,
+    torch.ops.aten.zeros.default,
+    torch.ops.aten.ones.default,
+    torch.ops.aten.scalar_tensor.default,
+    torch.ops.aten.index.Tensor,
+    torch.ops.aten._to_copy.default,
+    torch.ops.aten.lift_fresh_copy.default,
+    torch.ops.aten.triu.default,
+    torch.ops.aten.tril.default,
+    torch.ops.aten.floor_divide.default,
+}
+# the most elements of an input-free value computed at compile time (position ids,
+# document ids: a few per token)
+_FOLDED_ELEMENTS = 1 << 16
+
+
+def _followed(node: torch.fx.Node) -> bool:
+    op = node.target
+    if op in _FOLLOWED or not isinstance(op, torch._ops.OpOverload):
+        return True
+    if torch.Tag.pointwise in op.tags:
+        return True
+    return any(r.alias_info is not None for r in op._schema.returns)  # a view
+
+
+def _input_free_values_folded(
+    program: torch.export.ExportedProgram,
+) -> torch.export.ExportedProgram:
+    """Every small value the model computes from no input, parameter or buffer by an op
+    the expression IR does not follow becomes a constant, computed here by PyTorch:
+    transformers derives packed-sequence ids from position ids (``cumsum`` of an arange's
+    steps), and the causal mask and-ed with them is then proven causal from its values
+    rather than read per tile. Random ops are left alone."""
+    graph = program.graph
+    constants = {
+        spec.arg.name: program.constants[spec.target]
+        for spec in program.graph_signature.input_specs
+        if spec.kind == InputKind.CONSTANT_TENSOR and spec.target in program.constants
+    }
+    values: dict[torch.fx.Node, torch.Tensor] = {}  # of the input-free nodes, in order
+    for node in graph.nodes:
+        if node.op == "placeholder" and node.name in constants:
+            values[node] = constants[node.name]
+        meta = node.meta.get("val")
+        if (
+            node.op != "call_function"
+            or not isinstance(node.target, torch._ops.OpOverload)
+            or torch.Tag.nondeterministic_seeded in node.target.tags
+            or not isinstance(meta, torch.Tensor)
+            or not _static(meta)
+            or meta.numel() > _FOLDED_ELEMENTS
+            or not all(a in values for a in node.all_input_nodes)
+        ):
+            continue
+        args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), values.__getitem__)
+        with torch.no_grad():
+            values[node] = node.target(*args, **kwargs)
+    folded = [
+        node for node in values if node.op == "call_function" and node.users and not _followed(node)
+    ]
+    for node in folded:
+        _as_constant(program, node, values[node])
+    if folded:
+        graph.eliminate_dead_code()
+        _drop_unused_constants(program)
+        program.graph_module.recompile()
+    return program
+
+
+def _as_constant(program: torch.export.ExportedProgram, node: torch.fx.Node, value) -> None:
+    """``node`` replaced by a lifted constant tensor of ``value`` (before the inputs)."""
+    specs = program.graph_signature.input_specs
+    name = f"_folded_{node.name}"
+    at = next((i for i, s in enumerate(specs) if s.kind == InputKind.USER_INPUT), len(specs))
+    placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    anchor = placeholders[specs[at].arg.name] if at < len(specs) else node
+    with program.graph.inserting_before(anchor):
+        constant = program.graph.placeholder(name)
+    constant.meta["val"] = node.meta["val"]
+    # read through an op: the frozen import puts the tensor itself in place of the
+    # placeholder, and a list of index tensors then mixes a literal with values
+    with program.graph.inserting_before(node):
+        copy = program.graph.call_function(torch.ops.aten.lift_fresh_copy.default, (constant,))
+    copy.meta["val"] = node.meta["val"]
+    node.replace_all_uses_with(copy)
+    specs.insert(at, InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(name), target=name))
+    program.constants[name] = value.contiguous()
+
+
+def _drop_unused_constants(program: torch.export.ExportedProgram) -> None:
+    """Lifted constants whose placeholder lost its last use (what a folded value read)."""
+    specs = program.graph_signature.input_specs
+    for node in list(program.graph.nodes):
+        if node.op != "placeholder" or node.users:
+            continue
+        spec = next((s for s in specs if getattr(s.arg, "name", None) == node.name), None)
+        if spec is None or spec.kind != InputKind.CONSTANT_TENSOR:
+            continue
+        program.graph.erase_node(node)
+        specs.remove(spec)
+        program.constants.pop(spec.target, None)
 
 
 def _static(value: torch.Tensor) -> bool:

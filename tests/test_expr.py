@@ -342,6 +342,16 @@ _CAUSAL_BODY = (
 )
 
 
+_WRAPPED = (
+    "%kt = arith.index_cast %k : index to {t}\n%qt = arith.index_cast %q : index to {t}\n"
+    "%zero = arith.constant 0 : {t}\n%n = arith.constant 8 : {t}\n"
+    "%neg = arith.cmpi slt, %kt, %zero : {t}\n%kn = arith.addi %kt, %n : {t}\n"
+    "%kw = arith.select %neg, %kn, %kt : {t}\n%c = arith.cmpi sgt, %kw, %qt : {t}\n"
+    "%ninf = arith.constant 0xFF800000 : f32\n%z = arith.constant 0.0 : f32\n"
+    "%s = arith.select %c, %ninf, %z : f32\n"
+)
+
+
 @pytest.mark.parametrize(
     "body, offset",
     [
@@ -358,6 +368,10 @@ _CAUSAL_BODY = (
             "%z = arith.constant 0.0 : f32\n%r = arith.select %c, %ninf, %z : f32",
             None,
         ),  # fmt: skip
+        # torch's index by an arange: a negative index counts from the end (never here)
+        (_WRAPPED.format(t="i64") + "%r = arith.addf %s, %bv : f32", 0),
+        # the same in i8, where the index does wrap: not read away
+        (_WRAPPED.format(t="i8") + "%r = arith.addf %s, %bv : f32", None),
     ],
 )
 def test_causality_of_masks_with_other_terms(body, offset):

@@ -1,0 +1,184 @@
+"""One causal attention, spelled the ways models write it, is one kernel: the same sm_90
+kernel spec (the mask dropped, keys past the diagonal never visited) and the same
+online-softmax schedule on the CPU, whether the mask is a registered ``tril`` buffer, an
+added ``triu(-inf)``, a ``where`` with ``finfo.min``, an ``arange`` compare,
+``is_causal``, SDPA's boolean ``attn_mask`` or transformers' own SDPA and eager masks;
+and the same with an offset (fewer queries than keys, a chunk after a cache)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+import transformers
+from conftest import rel_error
+from hf_corpus import ARCHS
+
+import fusion_compiler as fc
+from fusion_compiler.backends.dispatch import specs_in
+from fusion_compiler.compiler import new_session
+from fusion_compiler.ir import ir
+
+# compiles many models: left out of the edit loop (-m 'not slow'), run in CI
+pytestmark = pytest.mark.slow
+
+B, H, N, D = 2, 4, 256, 16  # transformers' tiny Llama below: 4 heads of 16
+F16 = torch.float16
+
+
+def _scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    return q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+
+
+def _attend(s: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(s.float(), dim=-1).to(v.dtype) @ v
+
+
+def _keep(nq: int, nk: int) -> torch.Tensor:
+    """Row m keeps the keys up to m + nk - nq (bottom-right aligned, as SDPA's is_causal
+    is for nq = nk and a chunk after a cache is)."""
+    rows = torch.arange(nq)[:, None] + (nk - nq)
+    return torch.arange(nk)[None, :] <= rows
+
+
+class Spelled(torch.nn.Module):
+    def __init__(self, spelling: str) -> None:
+        super().__init__()
+        self.spelling = spelling
+        # as GPT-2 registers it, sliced to the call
+        self.register_buffer("bias", torch.tril(torch.ones(N, N)).view(1, 1, N, N))
+
+    def forward(self, q, k, v):
+        nq, nk = q.shape[-2], k.shape[-2]
+        spelling = self.spelling
+        if spelling == "sdpa-is-causal":
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if spelling == "sdpa-bool":
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=_keep(nq, nk))
+        if spelling == "sdpa-tril-diagonal":
+            keep = torch.ones(nq, nk, dtype=torch.bool).tril(diagonal=nk - nq)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        s = _scores(q, k)
+        if spelling == "tril-buffer":
+            s = s.masked_fill(self.bias[:, :, nk - nq : nk, :nk] == 0, float("-inf"))
+        elif spelling == "triu-added":
+            s = s + torch.full((nq, nk), float("-inf"), dtype=s.dtype).triu(nk - nq + 1)
+        elif spelling == "where-finfo-min":
+            s = torch.where(_keep(nq, nk), s, torch.finfo(s.dtype).min)
+        elif spelling == "arange-masked-fill":
+            s = s.masked_fill(~_keep(nq, nk), float("-inf"))
+        return _attend(s, v)
+
+
+SPELLINGS = [
+    "tril-buffer",
+    "triu-added",
+    "where-finfo-min",
+    "arange-masked-fill",
+    "sdpa-is-causal",
+    "sdpa-bool",
+    "sdpa-tril-diagonal",
+]
+
+
+def _spec(fused: fc.CompiledModule):
+    with new_session().context:
+        specs = specs_in(ir.Module.parse(fused.mlir).operation)
+    assert len(specs) >= 1, "no attention became a generated kernel"
+    assert len(set(specs)) == 1, "the layers' attentions differ"
+    return specs[0]
+
+
+def _schedule(spec) -> tuple:
+    """What decides the kernel's work: the mask (none), the bounds, the tiles."""
+    return (
+        spec.causal_offset,
+        spec.window_start,
+        spec.mask_expr,
+        spec.mask_dtype,
+        spec.mask_inputs,
+        spec.block_map,
+        spec.block_m,
+        spec.block_n,
+        spec.num_warps,
+        spec.num_stages,
+        spec.splits,
+        spec.persistent,
+    )
+
+
+def _online_softmax_remarks(module: fc.CompiledModule) -> set[str]:
+    return {r.message for r in module.remarks if "online softmax" in r.message}
+
+
+@pytest.mark.parametrize("nq", [N, 64], ids=["square", "offset"])
+def test_every_spelling_gets_the_kernel_of_is_causal(nq: int) -> None:
+    torch.manual_seed(0)
+    q = torch.randn(B, H, nq, D).to(F16)
+    k, v = (torch.randn(B, H, N, D).to(F16) for _ in range(2))
+    # SDPA's is_causal aligns top-left: with fewer queries than keys it is another mask
+    spellings = SPELLINGS if nq == N else [s for s in SPELLINGS if s != "sdpa-is-causal"]
+    specs, schedules = {}, {}
+    for spelling in spellings:
+        model = Spelled(spelling).eval()
+        fused = fc.compile(
+            model, example_args=(q, k, v), target="cuda", cuda_arch="sm_90", compile_to="fused"
+        )
+        specs[spelling] = _spec(fused)
+        cpu = fc.compile(
+            model, example_args=(q.float(), k.float(), v.float()), target="cpu",
+            compile_to="fused", remarks=True,
+        )  # fmt: skip
+        schedules[spelling] = _online_softmax_remarks(cpu)
+    first = spellings[-1]
+    reference = specs[first]
+    assert reference.causal_offset == N - nq and reference.mask_expr is None
+    for spelling, spec in specs.items():
+        assert spec == reference, spelling
+        assert schedules[spelling] == schedules[first], spelling
+    assert f"diagonal (offset {N - nq}) skipped" in next(iter(schedules[first]))
+
+
+def _llama(impl: str) -> torch.nn.Module:
+    config = transformers.LlamaConfig(
+        **ARCHS["llama"].config, attn_implementation=impl, use_cache=False
+    )
+    return transformers.LlamaModel(config).eval().to(F16)
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+def test_transformers_causal_mask_gets_the_kernel_of_is_causal(impl: str) -> None:
+    """transformers (no ``attention_mask``) and-s its causal mask with packed-sequence ids
+    derived from the position ids (a ``cumsum``, computed at compile time) and indexes
+    aranges with them (torch's wrap of negative indices, read away): proven causal and
+    pure, its kernel is the plain causal one."""
+    torch.manual_seed(0)
+    ids = torch.randint(2, 128, (B, N))
+    fused = fc.compile(
+        _llama(impl), example_args=(ids,), target="cuda", cuda_arch="sm_90", compile_to="fused"
+    )
+    got = _spec(fused)
+    q = torch.randn(B, H, N, D).to(F16)
+    plain = fc.compile(
+        Spelled("sdpa-is-causal").eval(), example_args=(q, q, q), target="cuda",
+        cuda_arch="sm_90", compile_to="fused",
+    )  # fmt: skip
+    assert _schedule(got) == _schedule(_spec(plain))
+
+
+def test_transformers_causal_mask_without_its_reads_gives_pytorchs_answer() -> None:
+    """The packed-sequence ids computed at compile time, the mask proven causal and
+    dropped: the CPU module's hidden states are PyTorch's."""
+    torch.manual_seed(0)
+    model = _llama("sdpa").float()
+    ids = torch.randint(2, 128, (B, 96))
+    module = fc.compile(model, example_args=(ids,), target="cpu", remarks=True)
+    assert module.stats["attention_ops"] == 2
+    assert any("diagonal (offset 0) skipped" in r.message for r in module.remarks)
+    with torch.no_grad():
+        want = model(ids).last_hidden_state
+    got = fc.load(module)(ids)
+    got = got[0] if isinstance(got, (tuple, list)) else got
+    assert rel_error(torch.as_tensor(got), want) < 1e-4
