@@ -70,6 +70,13 @@ class Linear:
 
 
 @dataclass(frozen=True)
+class Abs:
+    """``|linear|``: compared with a sum of indices, two half-planes (a window both ways)."""
+
+    linear: Linear
+
+
+@dataclass(frozen=True)
 class Below:
     """Holds where ``linear > 0``."""
 
@@ -142,7 +149,7 @@ class Float:
     value: float
 
 
-Fact = Linear | Below | AnyOf | AllOf | Masked | Float | None
+Fact = Linear | Abs | Below | AnyOf | AllOf | Masked | Float | None
 
 # predicate -> (sign of lhs - rhs, 1 to subtract for the inclusive forms); "u" forms
 # only for operands that are never negative
@@ -151,7 +158,17 @@ _SIGN_KEEPING = ("arith.index_cast", "arith.extsi")  # keep the value where they
 _FLOAT_CASTS = ("arith.extf", "arith.truncf")  # keep -inf and 0
 
 
+_FLIPPED = {"slt": "sgt", "sle": "sge", "sgt": "slt", "sge": "sle"}
+
+
 def _compare(predicate: str, a: Fact, b: Fact) -> Fact:
+    if isinstance(b, Abs) and predicate in _FLIPPED:
+        a, b, predicate = b, a, _FLIPPED[predicate]
+    if isinstance(a, Abs) and isinstance(b, Linear) and predicate in _FLIPPED:
+        # |l| < b: l < b and -l < b; |l| > b: l > b or -l > b
+        sides = [_compare(predicate, x, b) for x in (a.linear, a.linear.times(-1))]
+        kind = AllOf if predicate[1] == "l" else AnyOf
+        return kind(tuple(sides))
     if not (isinstance(a, Linear) and isinstance(b, Linear)) or predicate[1:] not in _COMPARE:
         return None
     if predicate[0] == "u" and not (a.non_negative and b.non_negative):
@@ -275,6 +292,8 @@ def _followed(e: Expr) -> Fact:
             if isinstance(x, Linear) and isinstance(factor, Const):
                 return x.times(int(factor.value))
         return None
+    if name == "math.absi" and _wide(e.type) and isinstance(args[0], Linear):
+        return Abs(args[0])
     if name == "arith.cmpi":
         return _compare(e.predicate or "", *args)
     if name == "arith.xori" and e.operands[1] == Const(True, "i1"):
@@ -310,6 +329,8 @@ def band(mask: ir.Value, rows: int, keys: int) -> Band | None:
     """The band of ``mask`` (indexed as the attention reads it: its ``rows`` dim is the
     queries'), from its tree or else from its values; None if not proven."""
     fact = fact_of(mask)
+    if fact == Float(0.0):  # adds nothing (transformers' bidirectional mask, no padding)
+        return Band(None, None, pure=True)
     if not isinstance(fact, Masked):
         return _evaluated(mask, rows, keys)
     # each part: masked where keys - rows + const > 0 (k > m - const: an upper bound) or
@@ -400,6 +421,8 @@ def _evaluated(mask: ir.Value, rows: int, keys: int) -> Band | None:
     values = np.broadcast_to(values, full)
     swamps = SWAMPS.get(str(ir.RankedTensorType(mask.type).element_type), -math.inf)
     masked = values <= swamps  # -inf included
+    if not masked.any():  # no key masked anywhere: no bounds
+        return Band(None, None, bool(np.all(values == 0)))
     finite = bool(np.any(masked & (values > -math.inf)))
     # the bounds from the first row cut on each side (of the first batch); every row of
     # every batch must then match
@@ -413,8 +436,7 @@ def _evaluated(mask: ir.Value, rows: int, keys: int) -> Band | None:
     last = n_k - 1 - kept[:, ::-1].argmax(axis=1)
     cut_above = [m for m in keeping if last[m] < n_k - 1]
     cut_below = [m for m in keeping if first[m] > 0]
-    # no row cut above: the bound is where the first keeping row's keys end (a mask of
-    # zeros is causal with upper = n_k - 1)
+    # no row cut above: the bound is where the first keeping row's keys end
     top = cut_above[0] if cut_above else keeping[0]
     upper = int(last[top]) - int(top)
     lower = int(first[cut_below[0]]) - int(cut_below[0]) if cut_below else None

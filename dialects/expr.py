@@ -82,7 +82,7 @@ CMPF = (
     "false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord",
     "ueq", "ugt", "uge", "ult", "ule", "une", "uno", "true",
 )  # fmt: skip
-UNARY = ("arith.negf", "math.absf", "math.exp", "math.exp2", "math.log", "math.log2",
+UNARY = ("arith.negf", "math.absf", "math.absi", "math.exp", "math.exp2", "math.log", "math.log2",
          "math.sqrt", "math.tanh", "math.floor", "math.ceil")  # fmt: skip
 BINARY = (
     "arith.addf", "arith.subf", "arith.mulf", "arith.divf",
@@ -552,6 +552,7 @@ def _apply(op: Op, args: list[np.ndarray]) -> np.ndarray:
             unary = {
                 "arith.negf": np.negative,
                 "math.absf": np.abs,
+                "math.absi": np.abs,  # wraps at the lowest integer, as MLIR's
                 "math.exp": np.exp,
                 "math.exp2": np.exp2,
                 "math.log": np.log,
@@ -621,6 +622,8 @@ def fold(op: Op) -> Expr:
         return const(evaluate(op).item(), op.type)
     if op.name == "arith.select" and isinstance(op.operands[0], Const):
         return op.operands[1] if op.operands[0].value else op.operands[2]
+    if op.name == "arith.cmpi" and _sign_test(op) is not None:
+        return Const(_sign_test(op), "i1")
     if op.name == "arith.select" and _wrapped_index(op) is not None:
         return _wrapped_index(op)
     if op.name == "arith.select" and op.type == "i1":  # select(c, true, false) is c
@@ -663,6 +666,15 @@ def never_negative(e: Expr) -> bool:
         and wide  # no wrap: an index cast to i8 is negative from 128
         and all(map(never_negative, e.operands))
     )
+
+
+def _sign_test(op: Op) -> bool | None:
+    """The value of ``x >= 0`` (true) or ``x < 0`` (false) where x is never negative, as
+    transformers' bidirectional mask writes "every key" (``q_idx >= 0``)."""
+    x, zero = op.operands
+    if zero != Const(0, zero.type) or not never_negative(x):
+        return None
+    return {"sge": True, "slt": False}.get(op.predicate or "")
 
 
 def _wrapped_index(op: Op) -> Expr | None:

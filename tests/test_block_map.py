@@ -277,3 +277,20 @@ def test_a_padding_input_indexed_as_transformers_does_is_computed_in_the_kernel(
     good = allowed.any(-1)[:, None].expand(got.shape[:3])
     assert rel_error(got[good], want[good]) < BOUND[F16]
     assert _listed(block_map, spec) == _expected(allowed, spec, heads=2)
+
+
+class SequenceSwitch(torch.nn.Module):
+    """A mask of one value per sequence (SDPA's boolean attn_mask of shape (B, 1, 1, 1)):
+    the map's tile evaluates an expression that reads neither rows nor keys."""
+
+    def forward(self, q, k, v, on):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=on[:, None, None, None])
+
+
+def test_a_mask_of_one_value_per_sequence_maps_whole_rows() -> None:
+    torch.manual_seed(0)
+    on = torch.ones(2, dtype=torch.bool)
+    spec, got, block_map, want = _run(SequenceSwitch(), (2, 2, 64, 300, 16), on)
+    keep = on[:, None, None].expand(2, 64, 300)
+    assert _listed(block_map, spec) == _expected(keep, spec, heads=2)
+    assert rel_error(got, want) < BOUND[F16]

@@ -60,6 +60,7 @@ CASES: dict[str, tuple[str, str]] = {
         "%f = arith.sitofp %d : i32 to f32\n%r = arith.mulf %f, %x : f32",
         "f32",
     ),
+    "absi": ("%d = arith.subi %i, %j : i32\n%r = math.absi %d : i32", "i32"),
     # an index window by an unsigned compare: 32 <= k < 40
     "window_ult": (
         "%c32 = arith.constant 32 : index\n%c8 = arith.constant 8 : index\n"
@@ -496,6 +497,48 @@ def test_band_of_a_sliding_window(body, band):
     # the causal bound alone is what the paths that know no window read
     assert causal.offset(mask, 1, 2) == (band.upper if band else None)
     assert not causal.is_pure(mask)
+
+
+_DISTANCE = (
+    "%kt = arith.index_cast %k : index to {t}\n%qt = arith.index_cast %q : index to {t}\n"
+    "%d = arith.subi %qt, %kt : {t}\n%a = math.absi %d : {t}\n%w = arith.constant 2 : {t}\n"
+    "%ninf = arith.constant 0xFF800000 : f32\n%z = arith.constant 0.0 : f32\n"
+)
+
+
+@pytest.mark.parametrize(
+    "body, band",
+    [
+        # ModernBERT's local attention: |q - k| <= w kept, both ways
+        (
+            _DISTANCE.format(t="i64") + "%c = arith.cmpi sle, %a, %w : i64\n"
+            "%r = arith.select %c, %z, %ninf : f32",
+            causal.Band(2, -2, True),
+        ),  # fmt: skip
+        # the same, masked where w < |q - k|
+        (
+            _DISTANCE.format(t="i64") + "%c = arith.cmpi slt, %w, %a : i64\n"
+            "%r = arith.select %c, %ninf, %z : f32",
+            causal.Band(2, -2, True),
+        ),  # fmt: skip
+        # in i16 the difference can wrap: not followed
+        (
+            _DISTANCE.format(t="i16") + "%c = arith.cmpi sle, %a, %w : i16\n"
+            "%r = arith.select %c, %z, %ninf : f32",
+            None,
+        ),  # fmt: skip
+        # transformers' "every key" (q >= 0): nothing masked, no bound, pure
+        (
+            "%c0 = arith.constant 0 : index\n%c = arith.cmpi sge, %q, %c0 : index\n"
+            "%ninf = arith.constant 0xFF800000 : f32\n%z = arith.constant 0.0 : f32\n"
+            "%r = arith.select %c, %z, %ninf : f32",
+            causal.Band(None, None, True),
+        ),  # fmt: skip
+    ],
+)
+def test_band_of_distances_and_of_every_key(body, band):
+    context, module, mask = _mask_value(body)
+    assert causal.band(mask, 1, 2) == band
 
 
 _FILL = {"ninf": "0xFF800000", "lowest": "0xFF7FFFFF", "minus_1e9": "-1.0e9"}

@@ -67,6 +67,7 @@ _RELATIONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">
 _COMPLEMENT = {"ueq": "one", "ugt": "ole", "uge": "olt", "ult": "oge", "ule": "ogt"}
 _UNARY = {
     "math.absf": "tl.abs({})",
+    "math.absi": "tl.abs({})",
     "math.exp": "tl.exp({})",
     "math.exp2": "tl.math.exp2({})",
     "math.log": "tl.log({})",

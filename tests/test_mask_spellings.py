@@ -1,9 +1,11 @@
-"""One causal attention, spelled the ways models write it, is one kernel: the same sm_90
+"""One mask, spelled the ways models write it, is one kernel. A causal attention gets the same sm_90
 kernel spec (the mask dropped, keys past the diagonal never visited) and the same
 online-softmax schedule on the CPU, whether the mask is a registered ``tril`` buffer, an
 added ``triu(-inf)``, a ``where`` with ``finfo.min``, an ``arange`` compare,
 ``is_causal``, SDPA's boolean ``attn_mask`` or transformers' own SDPA and eager masks;
-and the same with an offset (fewer queries than keys, a chunk after a cache)."""
+and the same with an offset (fewer queries than keys, a chunk after a cache).
+transformers' encoders called without an ``attention_mask`` get no mask at all, and
+ModernBERT's local layers (a window both ways, ``|q - k| <= w``) a band."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import torch
 import torch.nn.functional as F
 import transformers
 from conftest import rel_error
-from hf_corpus import ARCHS
+from hf_corpus import ARCHS, build
 
 import fusion_compiler as fc
 from fusion_compiler.backends.dispatch import specs_in
@@ -182,3 +184,50 @@ def test_transformers_causal_mask_without_its_reads_gives_pytorchs_answer() -> N
     got = fc.load(module)(ids)
     got = got[0] if isinstance(got, (tuple, list)) else got
     assert rel_error(torch.as_tensor(got), want) < 1e-4
+
+
+class IdsOnly(torch.nn.Module):
+    """A transformers model called with its token ids alone (no ``attention_mask``)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=ids)[0]
+
+
+ENCODER_SEQ = 64  # the corpus configs' positions
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+@pytest.mark.parametrize("name", ["bert", "distilbert", "modernbert"])
+def test_encoders_without_padding_get_no_mask(name: str, impl: str) -> None:
+    """transformers writes "every key" as ``q_idx >= 0`` (and an additive 0 or finfo.min
+    from it): folded to 0, the mask is dropped; ModernBERT's local layers keep the
+    window alone, as bounds of the key loop."""
+    model = IdsOnly(build(name, impl)[0].model).eval().to(F16)
+    ids = torch.randint(2, 128, (B, ENCODER_SEQ))
+    fused = fc.compile(
+        model, example_args=(ids,), target="cuda", cuda_arch="sm_90", compile_to="fused"
+    )
+    with new_session().context:
+        specs = specs_in(ir.Module.parse(fused.mlir).operation)
+    assert len(specs) == 2
+    for spec in specs:
+        assert spec.mask_expr is None and spec.mask_dtype is None and not spec.block_map
+    bands = sorted(((s.causal_offset, s.window_start) for s in specs), key=str)
+    half = ARCHS["modernbert"].config["local_attention"] // 2
+    want = [(None, None), (half, -half)] if name == "modernbert" else [(None, None)] * 2
+    assert bands == sorted(want, key=str)
+
+
+@pytest.mark.parametrize("name", ["bert", "modernbert"])
+def test_encoders_without_padding_give_pytorchs_answer(name: str) -> None:
+    torch.manual_seed(0)
+    model = IdsOnly(build(name, "sdpa")[0].model).eval()
+    ids = torch.randint(2, 128, (B, ENCODER_SEQ))
+    module = fc.compile(model, example_args=(ids,), target="cpu")
+    with torch.no_grad():
+        want = model(ids)
+    assert rel_error(torch.as_tensor(fc.load(module)(ids)), want) < 1e-4
