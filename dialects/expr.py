@@ -63,7 +63,16 @@ class Op:
     predicate: str | None = None
 
 
-Expr = Index | Arg | Const | Load | Op
+@dataclass(frozen=True)
+class Outside:
+    """A value defined outside the payload (a dynamic size): only while a fold may still
+    drop it (torch's wrap of a negative index adds the size to an index that is never
+    negative); a tree that keeps one cannot be followed."""
+
+    type: str
+
+
+Expr = Index | Arg | Const | Load | Op | Outside
 
 
 class Unsupported(Exception):
@@ -194,7 +203,10 @@ class _Builder:
         def extract(tensor: ir.Value, at: list[Expr]) -> Expr:
             return self.tensor(tensor, at, depth + 1)
 
-        return _block(block, names, coords, extract=extract)
+        tree = _block(block, names, coords, extract=extract)
+        if any(isinstance(e, Outside) for e in walk(tree)):
+            raise Unsupported("a payload reading a value from outside")
+        return tree
 
 
 def _splat(value: ir.Value) -> float | int | bool | None:
@@ -305,7 +317,7 @@ def _block(
         if constant is not None:
             return const(constant, str(value.type))
         if leaf is None:
-            raise Unsupported("a payload reading a value from outside")
+            return Outside(str(value.type))
         return leaf(value)
 
     *body, terminator = block.operations
@@ -411,7 +423,10 @@ def of_payload(op: ir.Operation, argument: int, fold_casts: bool = True) -> Tree
 def of_region(block: ir.Block) -> Expr:
     """The value a one-argument region yields, as a tree of ``Arg``."""
     argument = block.arguments[0]
-    return _block(block, {argument: Arg(str(argument.type))}, [])
+    tree = _block(block, {argument: Arg(str(argument.type))}, [])
+    if any(isinstance(e, Outside) for e in walk(tree)):
+        raise Unsupported("a payload reading a value from outside")
+    return tree
 
 
 # ---- exact evaluation (constant folding, and a reference for tests)

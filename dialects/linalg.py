@@ -184,3 +184,66 @@ def reduction_payload(op: ir.Operation) -> str | None:
             if _yields(op, body_op.results[0]):
                 return body_op.name
     return None
+
+
+def _dynamic_position(shape: list[int], dim: int) -> int:
+    """The place of ``dim`` among the dynamic dims of ``shape``."""
+    return sum(ir.ShapedType.is_dynamic_size(n) for n in shape[:dim])
+
+
+def _is_argument(value: ir.Value) -> bool:
+    return isinstance(value.owner, ir.Block)
+
+
+def _size_root(size: ir.Value, depth: int) -> object:
+    """What an index value is, as ``dim_root`` names it."""
+    op = producer(size)
+    if op is not None and op.name == "tensor.dim":
+        c = constant_value(op.operands[1])
+        if isinstance(c, int):
+            return dim_root(op.operands[0], c, depth + 1)
+    if op is not None and op.name == "hal.buffer_view.dim" and _is_argument(op.operands[0]):
+        index = ir.IntegerAttr(op.attributes["index"]).value
+        return ("argument", ir.BlockArgument(op.operands[0]).arg_number, index)
+    if op is not None and op.name == "util.assume.int":
+        results = list(op.results)
+        return _size_root(op.operands[results.index(size)], depth + 1)
+    return size
+
+
+def dim_root(value: ir.Value, dim: int, depth: int = 0) -> object:
+    """A key equal for two dynamic dims that are the same size by construction: the dim
+    of a function argument, or an index value, that the ops producing ``value`` carry
+    its size from (outputs sized by their inits, reshapes by their groups, tensor.empty
+    and flow.tensor.tie_shape by their operands): ``("argument", i, d)`` for dim d of
+    the entry point's input i. Else ``(value, dim)`` itself."""
+    shape = list(ir.RankedTensorType(value.type).shape)
+    if not ir.ShapedType.is_dynamic_size(shape[dim]) or depth > 64:
+        return (value, dim)
+    op = producer(value)
+    at = _dynamic_position(shape, dim)
+    if op is None:
+        return (value, dim)
+    name = op.name
+    if name == "hal.tensor.import" and _is_argument(op.operands[0]):  # an entry's input
+        return ("argument", ir.BlockArgument(op.operands[0]).arg_number, dim)
+    if name in ("tensor.empty", "flow.tensor.tie_shape"):
+        sizes = list(op.operands)[1:] if name == "flow.tensor.tie_shape" else list(op.operands)
+        return _size_root(sizes[at], depth)
+    if name == "tensor.cast":
+        return dim_root(op.operands[0], dim, depth + 1)
+    if name == "tensor.expand_shape":
+        return _size_root(list(op.operands)[1:][at], depth)
+    if name == "tensor.collapse_shape":
+        group = reassociation(op)[dim]
+        source = list(ir.RankedTensorType(op.operands[0].type).shape)
+        dynamic = [d for d in group if ir.ShapedType.is_dynamic_size(source[d])]
+        if len(dynamic) == 1 and all(source[d] == 1 for d in group if d != dynamic[0]):
+            return dim_root(op.operands[0], dynamic[0], depth + 1)
+        return (value, dim)
+    if name.startswith("linalg.") and len(op.results) <= len(op.operands):
+        # on tensors, a structured op's results are its inits', the last operands
+        results = list(op.results)
+        init = list(op.operands)[len(op.operands) - len(results) + results.index(value)]
+        return dim_root(init, dim, depth + 1)
+    return (value, dim)

@@ -121,3 +121,30 @@ def _parameters(module: ir.Operation) -> str:
         if match:
             found.append(f"{match.group(1)}={ir.TypeAttr(op.attributes['type']).value}")
     return ";".join(found)
+
+
+def dim_symbols(op: ir.Operation) -> dict[tuple[int, int], str]:
+    """(input, dim) -> the symbol torch.export named that dim (``s0``), for the entry
+    point ``op`` is in: inputs whose dims share a symbol are one size at every call (the
+    runtime checks it)."""
+    func = op
+    while func is not None and func.name not in ("util.func", "func.func"):
+        func = func.parent
+    if func is None:
+        return {}
+    name = ir.StringAttr(func.attributes["sym_name"]).value.removesuffix("$async")
+    module = func.parent
+    text = None
+    if DIMS_KEY in module.attributes:  # before ``attach``
+        entries = {a.name: a.attr for a in ir.DictAttr(module.attributes[DIMS_KEY])}
+        text = ir.StringAttr(entries[name]).value if name in entries else None
+    entry = _functions(module).get(name)
+    if text is None and entry is not None and "iree.reflection" in entry.attributes:
+        entries = {a.name: a.attr for a in ir.DictAttr(entry.attributes["iree.reflection"])}
+        text = ir.StringAttr(entries[DIMS_KEY]).value if DIMS_KEY in entries else None
+    symbols = {}
+    for i, dims in enumerate((text or "").split(";")):
+        for d, symbol in enumerate(dims.split(",")):
+            if re.fullmatch(r"s\d+", symbol):
+                symbols[i, d] = symbol
+    return symbols

@@ -132,6 +132,7 @@ def _run(module: ir.Operation, options: Options) -> None:
         split += f", {spec.persistent} persistent programs" if spec.persistent else ""
         split += ", a producer warp" if spec.warp_specialized else ""
         split += f", {found}" if found else ""
+        split += f", its mask read from memory ({plan.mask_read})" if plan.mask_read else ""
         remarks.emit(
             location,
             f"attention lowered to a generated {options.arch} kernel "

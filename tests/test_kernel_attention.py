@@ -18,6 +18,7 @@ import sys
 
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import ROOT, rel_error, tool
 from variants import Attention, PaddingMaskAttention
 
@@ -426,6 +427,66 @@ def test_padding_mask_input_read_per_key() -> None:
     with torch.no_grad():
         want = model(q.double(), k.double(), v.double(), keep)
     assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
+
+
+@pytest.mark.parametrize("separate", [False, True], ids=["one-length", "q-and-keys"])
+def test_padding_mask_input_of_a_dynamic_length_read_per_key(separate: bool) -> None:
+    """The (B, N) padding input of a dynamic length is read by the kernel at the length
+    of the call (its row stride n_k), not made a (B, N, N) mask: its length is the keys'
+    by construction (one torch.export Dim). With queries and keys of two Dims, both
+    names reach the kernel and the padding takes the keys'."""
+    torch.manual_seed(0)
+    model = PaddingMaskAttention()
+    n, m = torch.export.Dim("n", min=2, max=512), torch.export.Dim("m", min=2, max=512)
+    example = [torch.randn(2, 2, 23, 16).to(F16) for _ in range(3)]
+    example.append(torch.ones(2, 23, dtype=torch.bool))
+    fused = fc.compile(
+        model,
+        example_args=tuple(example),
+        dynamic_shapes=({2: m if separate else n}, {2: n}, {2: n}, {1: n}),
+        target="cuda",
+        cuda_arch="sm_90",
+        compile_to="fused",
+    )
+    with new_session().context:
+        (spec,) = specs_in(ir.Module.parse(fused.mlir).operation)
+    assert spec.dynamic and spec.mask_expr and spec.mask_dtype is None
+    assert "n_k" in spec.mask_expr
+    for nq, nk in ((19, 45), (70, 70)) if separate else ((45, 45), (70, 70)):
+        q, k, v = (torch.randn(2, 2, length, 16).to(F16) for length in (nq, nk, nk))
+        keep = torch.rand(2, nk) < 0.7
+        keep[:, 0] = True
+        sizes = torch.tensor([nq, nk], dtype=torch.int32)
+        got = run_interpreted(
+            spec, *(x.reshape(4, -1, 16) for x in (q, k, v)), mask=[keep], sizes=sizes
+        )
+        with torch.no_grad():
+            want = model(q.double(), k.double(), v.double(), keep)
+        assert rel_error(got.reshape(want.shape), want) < BOUND[F16], (nq, nk)
+
+
+class FiveInputMask(torch.nn.Module):
+    """A mask and-ing five (B, Nk) inputs: more tensors than the kernel computes from."""
+
+    def forward(self, q, k, v, *keeps):
+        keep = keeps[0]
+        for other in keeps[1:]:
+            keep = keep & other
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])
+
+
+def test_a_mask_read_from_memory_says_why() -> None:
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 40, 16).to(F16) for _ in range(3))
+    keeps = [torch.rand(2, 40) < 0.9 for _ in range(5)]
+    fused = fc.compile(
+        FiveInputMask(), example_args=(q, k, v, *keeps), target="cuda", cuda_arch="sm_90",
+        compile_to="fused", remarks=True,
+    )  # fmt: skip
+    spec, _ = _dispatch_inputs(fused)
+    assert spec.mask_dtype is not None and spec.mask_expr is None
+    lowered = [r.message for r in fused.remarks if "generated sm_90 kernel" in r.message]
+    assert "its mask read from memory (more than 4 tensors feed the mask)" in lowered[0]
 
 
 class DecodePosition(torch.nn.Module):

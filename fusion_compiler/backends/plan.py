@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from fusion_compiler import signature
 from fusion_compiler.backends.spec import (
     Problem,
     Stride,
@@ -227,12 +228,26 @@ def operand_views(op: ir.Operation, form: Layout, group: int, mask: str | MaskCo
 def _mask_plan(op: ir.Operation, form: Layout, target: str) -> str | MaskCode | None:
     """None: no mask, or nothing but the bounds the kernel masks by index (causal; on
     CUDA a sliding window too); a MaskCode: the mask computed in the kernel from its
-    producers; "read": read the materialised mask."""
+    producers; else why it cannot be (the materialised mask is read)."""
     bounds_alone = form.band_only if target == "cuda" else form.causal_only
     if not form.has_mask or bounds_alone:
         return None
-    code = kernel_mask.mask_code(op.operands[4])
-    return code if isinstance(code, MaskCode) else "read"
+    symbols = signature.dim_symbols(op)
+
+    def root(value: ir.Value, dim: int) -> object:
+        """One key per size: an input's dim by the symbol torch.export gave it."""
+        found = linalg.dim_root(value, dim)
+        if isinstance(found, tuple) and found[0] == "argument":
+            return symbols.get(found[1:], found)
+        return found
+
+    q, k = op.operands[0], op.operands[1]
+    sequences = {  # where n_q and n_k are one size, either name is right
+        root(q, 1): "n_q",
+        root(k, 2 if form.k_transposed else 1): "n_k",
+    }
+    code = kernel_mask.mask_code(op.operands[4], lambda value, dim: sequences.get(root(value, dim)))
+    return code
 
 
 @dataclass(frozen=True)
@@ -244,6 +259,7 @@ class KernelPlan:
     inputs: list[ir.Value]  # Q, K, V and the mask's, as the kernel's views read them
     output: OutputPlan
     form: Layout
+    mask_read: str | None = None  # why the kernel reads a materialised mask (cuda)
 
 
 def plan_kernel(
@@ -282,7 +298,8 @@ def plan_kernel(
         return f"head dim {max(d, dv)} above 256"
     group = 1 if form.k_transposed else kv_group(op, form)  # a K copy not folded: read as is
     mask = _mask_plan(op, form, target)
-    if isinstance(mask, MaskCode) and target != "cuda":
+    mask_read = mask if isinstance(mask, str) else None
+    if mask is not None and (mask_read or target != "cuda"):
         mask = "read"
     mask_dtype = _element(op.operands[4]) if mask == "read" else None
     if mask == "read" and mask_dtype is None:
@@ -322,7 +339,7 @@ def plan_kernel(
         )
         if isinstance(mask, MaskCode):
             spec = _with_block_map(spec, mask, form)
-    return KernelPlan(spec, inputs, plan, form)
+    return KernelPlan(spec, inputs, plan, form, mask_read)
 
 
 def _with_block_map(spec: TritonSpec, mask: MaskCode, form: Layout) -> TritonSpec:

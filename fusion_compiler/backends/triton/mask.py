@@ -15,6 +15,7 @@ the ordered complement, ``maximumf`` propagating NaN.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fusion_compiler.backends.spec import contiguous_strides
@@ -112,9 +113,15 @@ def literal(value: float | int | bool) -> str:
 
 
 class _Printer:
-    def __init__(self, coords: list[str], inside: str = "inside"):
+    def __init__(
+        self,
+        coords: list[str],
+        inside: str = "inside",
+        sizes: dict[int, list[int | str]] | None = None,
+    ):
         self.coords = coords
         self.inside = inside
+        self.sizes = sizes or {}  # a Load slot's sizes, dynamic ones named
 
     def __call__(self, e: Expr) -> str:
         if isinstance(e, Const):
@@ -128,14 +135,15 @@ class _Printer:
         return self.op(e)
 
     def load(self, leaf: Load) -> str:
-        if any(n < 0 for n in leaf.shape):
-            raise Unsupported("dynamic sizes in the mask's producers")
+        shape = self.sizes.get(leaf.slot, list(leaf.shape))
+        if any(isinstance(n, int) and n < 0 for n in shape):
+            raise Unsupported("a mask input of a dynamic size other than the sequences'")
         if leaf.type not in _POINTER_TYPES:
             raise Unsupported(f"a mask input of element type {leaf.type}")
-        strides = contiguous_strides(list(leaf.shape))
+        strides = contiguous_strides(shape)
         terms = [
-            f"({self(c)}) * {s}"
-            for c, s, n in zip(leaf.coords, strides, leaf.shape, strict=True)
+            f"({self(c)}) * ({s})"
+            for c, s, n in zip(leaf.coords, strides, shape, strict=True)
             if n != 1
         ]
         offset = " + ".join(terms) or "0"
@@ -247,19 +255,38 @@ class _Printer:
         return f"({text}).to({to})"
 
 
-def expression(tree: Expr, coords: list[str], inside: str = "inside") -> str:
+def expression(
+    tree: Expr,
+    coords: list[str],
+    inside: str = "inside",
+    sizes: dict[int, list[int | str]] | None = None,
+) -> str:
     """``tree`` as a Triton expression: ``Index(d)`` is ``coords[d]``, ``Arg`` is ``x``,
-    ``Load`` slot i reads pointer ``Li`` where ``inside`` holds; Unsupported naming what
-    has no translation."""
-    return _Printer(coords, inside)(tree)
+    ``Load`` slot i reads pointer ``Li`` where ``inside`` holds, laid out by its shape (or
+    ``sizes[i]``, where dynamic sizes are named); Unsupported naming what has no
+    translation."""
+    return _Printer(coords, inside, sizes)(tree)
 
 
-def mask_code(mask: ir.Value) -> MaskCode | str:
+# names a dynamic dim of a tensor the mask reads: "n_q", "n_k" or None
+DimNamer = Callable[[ir.Value, int], str | None]
+
+
+def mask_code(mask: ir.Value, dim_name: DimNamer | None = None) -> MaskCode | str:
     """The mask (batch, n_q, n_k) as an expression of the kernel's ``batch``, ``rows``,
-    ``keys``, ``inside``; or why it cannot be."""
+    ``keys``, ``inside``; or why it cannot be. ``dim_name``: what a dynamic dim of a
+    tensor the mask reads is, among the kernel's sizes (an ``attention_mask`` input of
+    the dynamic sequence length: ``n_k``)."""
     try:
         tree = expr.of_tensor(mask)
-        text = expression(tree.expr, ["batch", "rows[:, None]", "keys[None, :]"])
+        sizes = {
+            leaf.slot: [
+                n if n >= 0 or dim_name is None else dim_name(tree.inputs[leaf.slot], d) or n
+                for d, n in enumerate(leaf.shape)
+            ]
+            for leaf in expr.leaves(tree.expr)
+        }
+        text = expression(tree.expr, ["batch", "rows[:, None]", "keys[None, :]"], sizes=sizes)
     except Unsupported as why:
         return str(why)
     if len(tree.inputs) > 4:
