@@ -229,7 +229,8 @@ def _mask_plan(op: ir.Operation, form: Layout, target: str) -> str | MaskCode | 
     """None: no mask, or nothing but the bounds the kernel masks by index (causal; on
     CUDA a sliding window too); a MaskCode: the mask computed in the kernel from its
     producers; else why it cannot be (the materialised mask is read)."""
-    bounds_alone = form.band_only if target == "cuda" else form.causal_only
+    adds_nothing = form.band_only and form.causal_offset is None and form.window_start is None
+    bounds_alone = form.band_only if target == "cuda" else form.causal_only or adds_nothing
     if not form.has_mask or bounds_alone:
         return None
     symbols = signature.dim_symbols(op)

@@ -142,7 +142,7 @@ class _Printer:
             raise Unsupported(f"a mask input of element type {leaf.type}")
         strides = contiguous_strides(shape)
         terms = [
-            f"({self(c)}) * ({s})"
+            f"({self(c)}) * {s if isinstance(s, int) else f'({s})'}"
             for c, s, n in zip(leaf.coords, strides, shape, strict=True)
             if n != 1
         ]
