@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fusion_compiler import frontend, inputs, signature, targets
 from fusion_compiler.backends import dispatch
@@ -43,16 +44,22 @@ class CompiledModule:
     # so iree-compile and fusion-opt can take the file (printed only then, from the IR
     # this holds on to)
     _full_mlir: Callable[[], str] | None = field(default=None, repr=False, compare=False)
+    # compiled with weights="external": the parameters the module reads, by key
+    weights: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def save(self, path: str | Path) -> Path:
         """Writes the .vmfb (or, for an earlier stage, the MLIR text with every constant)
         to ``path``. The .vmfb carries the SHA-256 of its bytes, which ``fc.load`` checks:
-        a file altered since (a flipped bit, a truncated copy) is refused, not run."""
-        from fusion_compiler.runtime import seal
+        a file altered since (a flipped bit, a truncated copy) is refused, not run. A
+        module compiled with external weights gets them beside it, in an IREE parameter
+        archive of the same name (``m.vmfb``: ``m.irpa``), which ``fc.load(path)`` reads."""
+        from fusion_compiler.runtime import seal, weights_beside, write_parameters
 
         path = Path(path)
         if self.vmfb is not None:
             path.write_bytes(seal(self.vmfb))
+            if self.weights:
+                write_parameters(self.weights, weights_beside(path))
         else:
             path.write_text(self._full_mlir() if self._full_mlir else self.mlir or "")
         return path
@@ -149,7 +156,8 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     "pascal": no cooperative matrices, which NVIDIA's driver 580 refuses in IREE's code).
     ``weights``: "embedded" (default) puts the model's parameters in the module;
     "external" leaves them out (IREE parameters named by their state-dict keys), and
-    ``fc.load(module, weights=...)`` gives them: a state dict or a .irpa/.safetensors file.
+    ``fc.load(module, weights=...)`` gives them: a state dict or a .irpa/.safetensors file
+    (``save`` writes them beside the module, where ``fc.load(path)`` finds them).
     """
     if weights not in ("embedded", "external"):
         raise FusionCompilerError(f"weights={weights!r}: expected 'embedded' or 'external'")
@@ -177,6 +185,8 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
             raise EmptyModuleError(filename or "the MLIR text")
         dumper.write(stage.value, op)
         result = CompiledModule(tgt, stage, None, None)
+        if weights == "external" and not isinstance(source, str):
+            result.weights = frontend.external_parameters(source)
 
         def done(at: Stage) -> CompiledModule:
             result.stage = at

@@ -836,20 +836,26 @@ def _import_program(
 PARAMETER_SCOPE = "model"
 
 
+def external_parameters(program: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
+    """The parameters a module compiled with external weights reads, by state-dict key:
+    the floating-point ones (integer ones, quantized weights, stay in the module)."""
+    return {
+        name: tensor
+        for name in program.graph_signature.inputs_to_parameters.values()
+        if (tensor := program.state_dict.get(name)) is not None
+        and tensor.dtype in TORCH_DTYPE_TO_MLIR_TYPE_ASM
+        and tensor.is_floating_point()
+        and not tensor.is_meta
+    }
+
+
 class _ExternalWeights(FxImporterHooks):
     """Imports the model's floating-point parameters as IREE parameters, named by their
     state-dict keys (``#stream.parameter.named<"model"::"layers.0.weight">``): the module
     holds none of their values, which the runtime reads when it loads the module."""
 
     def __init__(self, program: torch.export.ExportedProgram) -> None:
-        self._names = {
-            id(program.state_dict[name]): name
-            for name in program.graph_signature.inputs_to_parameters.values()
-            if name in program.state_dict
-            and program.state_dict[name].dtype in TORCH_DTYPE_TO_MLIR_TYPE_ASM
-            and program.state_dict[name].is_floating_point()
-            and not program.state_dict[name].is_meta
-        }
+        self._names = {id(tensor): name for name, tensor in external_parameters(program).items()}
         self._module: ir.Operation | None = None
         self._declared: set[str] = set()
 

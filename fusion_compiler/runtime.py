@@ -695,7 +695,8 @@ def load(module: object, device: str = "local-task", weights=None) -> LoadedModu
 
     ``weights``: for a module compiled with ``weights="external"``, its parameters: a state
     dict of tensors (the model's ``state_dict()``), or a .irpa/.safetensors/.gguf file
-    holding them under the same names; read onto the device once, when it loads.
+    holding them under the same names; read onto the device once, when it loads. For a
+    path ``m.vmfb``, ``m.irpa`` beside it (what ``CompiledModule.save`` writes) by default.
 
     A module whose bytes changed since it was written is refused (``check_intact``):
     IREE verifies only the structure of its FlatBuffer, and runs altered code or
@@ -714,6 +715,8 @@ def load(module: object, device: str = "local-task", weights=None) -> LoadedModu
             raise ModuleFileError(
                 path, f"cannot be read ({exc.strerror})", "check its permissions"
             ) from None
+        if weights is None and weights_beside(path).is_file():  # CompiledModule.save's
+            weights = weights_beside(path)
         return LoadedModule(data, device, source=str(path), weights=weights)
     if isinstance(module, (bytes, bytearray, memoryview)):
         return LoadedModule(bytes(module), device, weights=weights)
@@ -726,6 +729,21 @@ def load(module: object, device: str = "local-task", weights=None) -> LoadedModu
             "the result of fc.compile"
         )
     return LoadedModule(vmfb, device, source="the compiled module", weights=weights)
+
+
+def weights_beside(module_path: str | Path) -> Path:
+    """Where a saved module's external weights go: ``m.vmfb`` -> ``m.irpa``."""
+    return Path(module_path).with_suffix(".irpa")
+
+
+def write_parameters(weights: dict[str, torch.Tensor], path: str | Path) -> Path:
+    """``weights`` (tensors by key) as an IREE parameter archive (.irpa) at ``path``."""
+    index = rt.ParameterIndex()
+    for name, tensor in weights.items():
+        data = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+        index.add_buffer(name, data)
+    index.create_archive_file(str(path))
+    return Path(path)
 
 
 # What CompiledModule.save writes after IREE's module: the SHA-256 of all that precedes it,

@@ -4,7 +4,7 @@ the model's parameters as IREE parameters, named by their state-dict keys, and
 
 import pytest
 import torch
-from conftest import rel_error
+from conftest import rel_error, tool
 from transformer_blocks import BLOCKS, CONFIG
 
 import fusion_compiler as fc
@@ -52,6 +52,39 @@ def test_weights_from_a_safetensors_file(llama, tmp_path) -> None:
     with torch.no_grad():
         want = model(x)
     assert rel_error(fc.load(external, weights=path)(x), want) < 1e-5
+
+
+def test_saved_module_keeps_its_weights_beside_it(llama, tmp_path) -> None:
+    """save writes m.vmfb and m.irpa (the weights only: the module holds none); loading
+    the path reads both; without the archive, the error says what to give."""
+    _, model, x, external = llama
+    path = external.save(tmp_path / "block.vmfb")
+    archive = tmp_path / "block.irpa"
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert archive.stat().st_size >= weight_bytes > path.stat().st_size
+    with torch.no_grad():
+        want = model(x)
+    assert rel_error(fc.load(path)(x), want) < 1e-5
+    archive.rename(tmp_path / "elsewhere.irpa")
+    with pytest.raises(FusionCompilerError, match="compiled with weights='external'"):
+        fc.load(path)
+    assert rel_error(fc.load(path, weights=tmp_path / "elsewhere.irpa")(x), want) < 1e-5
+
+
+def test_cli_writes_the_weights_beside_the_module(tmp_path) -> None:
+    factory, shapes, _ = BLOCKS["llama"]
+    torch.manual_seed(0)
+    model = factory(CONFIG).eval()
+    x = torch.randn(*shapes[0])
+    torch.export.save(torch.export.export(model, (x,)), tmp_path / "block.pt2")
+    vmfb = tmp_path / "block.vmfb"
+    result = tool(
+        "fusion-compile", str(tmp_path / "block.pt2"), "--weights", "external", "-o", str(vmfb)
+    )
+    assert str(tmp_path / "block.irpa") in result.stderr
+    with torch.no_grad():
+        want = model(x)
+    assert rel_error(fc.load(vmfb)(x), want) < 1e-5
 
 
 def test_half_precision_weights() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from fusion_compiler.driver import compile as compile_model
 from fusion_compiler.errors import FusionCompilerError
 from fusion_compiler.inputs import check_output_file
+from fusion_compiler.runtime import weights_beside
 from fusion_compiler.stages import Stage
 from fusion_compiler.targets import CUDA_ARCHS
 from fusion_compiler.tools.cli import entry_point, write_output
@@ -45,6 +46,13 @@ def _parser() -> argparse.ArgumentParser:
         help="who lowers fused attention: auto (per target: online softmax on the CPU), "
         "IREE's op, or our FlashAttention-2 rewrite",
     )
+    p.add_argument(
+        "--weights",
+        default="embedded",
+        choices=["embedded", "external"],
+        help="the model's parameters in the module, or beside it (-o m.vmfb writes m.irpa, "
+        "which fc.load('m.vmfb') reads)",
+    )
     p.add_argument("--remarks", action="store_true", help="print what the passes found")
     return p
 
@@ -64,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             pipeline=args.pipeline,
             remarks=args.remarks,
             attention=args.attention,
+            weights=args.weights,
         )
     except FusionCompilerError as exc:
         print(f"fusion-compile: error: {exc}", file=sys.stderr)
@@ -75,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(module.mlir or "")
     stats = ", ".join(f"{k}={v}" for k, v in module.stats.items())
     where = f"; wrote {args.output}" if args.output else ""
+    if args.output and module.weights and module.vmfb is not None:
+        where += f" and its weights, {weights_beside(args.output)}"
     dumped = f"; IR of every stage in {args.dump_ir}/" if args.dump_ir else ""
     print(
         f"fusion-compile: {module.stage.value} for {args.target} ({stats}){where}{dumped}",
