@@ -388,16 +388,16 @@ def is_pure(mask: ir.Value, rows: int = 1, keys: int = 2) -> bool:
 _MAX_EVALUATED = 1 << 24
 
 
-def _evaluated(mask: ir.Value, rows: int, keys: int) -> Band | None:
-    """The band from the mask's values: static sizes, a tree of index arithmetic and
-    constant tensors, -inf or a swamping fill exactly outside m + lower <= k <= m + upper."""
+def values_of(mask: ir.Value, rows: int, keys: int) -> np.ndarray | None:
+    """The mask's values, broadcast to its shape: static sizes, a tree of index
+    arithmetic and constant tensors (what reads an input is unknown: None)."""
     shape = list(ir.RankedTensorType(mask.type).shape)
     if any(ir.ShapedType.is_dynamic_size(n) for n in shape) or 0 in shape:
         return None
     tree = expr.of_tensor(mask, max_depth=24, opaque=True)
     arrays = [linalg.constant_array(v) for v in tree.inputs]
-    if not tree.inputs or any(a is None for a in arrays):
-        return None  # index arithmetic alone is the symbolic proof's; inputs are unknown
+    if any(a is None for a in arrays):
+        return None
     used = {rows, keys} | _dims(tree.expr)  # the dims the values vary along
     if math.prod(shape[d] for d in used) > _MAX_EVALUATED:
         return None
@@ -418,7 +418,37 @@ def _evaluated(mask: ir.Value, rows: int, keys: int) -> Band | None:
     full = np.broadcast_shapes(
         values.shape, tuple(shape[d] if d in used else 1 for d in range(len(shape)))
     )
-    values = np.broadcast_to(values, full)
+    return np.broadcast_to(values, full)
+
+
+def kept_keys(mask: ir.Value, rows: int, keys: int) -> np.ndarray | None:
+    """(n_q, n_k): where some batch of the mask is not -inf (static masks of indices
+    and constants; None otherwise). Keys masked -inf in every batch add nothing to any
+    row: skipping them is exact."""
+    values = values_of(mask, rows, keys)
+    if values is None:
+        return None
+    kept = ~(values == -math.inf)  # NaN counts as kept (PyTorch's row is NaN)
+    others = tuple(d for d in range(kept.ndim) if d not in (rows, keys))
+    plane = kept.any(axis=others) if others else kept
+    return plane if rows < keys else plane.T
+
+
+def _evaluated(mask: ir.Value, rows: int, keys: int) -> Band | None:
+    """The band from the mask's values: static sizes, a tree of index arithmetic and
+    constant tensors, -inf or a swamping fill exactly outside m + lower <= k <= m + upper."""
+    tree = expr.of_tensor(mask, max_depth=24, opaque=True)
+    if not tree.inputs:
+        return None  # index arithmetic alone is the symbolic proof's; inputs are unknown
+    values = values_of(mask, rows, keys)
+    if values is None:
+        return None
+    shape = list(values.shape)
+    full = values.shape
+
+    def index(dim: int) -> np.ndarray:
+        return np.arange(shape[dim]).reshape([-1 if d == dim else 1 for d in range(len(shape))])
+
     swamps = SWAMPS.get(str(ir.RankedTensorType(mask.type).element_type), -math.inf)
     masked = values <= swamps  # -inf included
     if not masked.any():  # no key masked anywhere: no bounds

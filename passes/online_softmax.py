@@ -25,7 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fusion_compiler.dialects import hal, linalg, linalg_ext
+import numpy as np
+from fusion_compiler.dialects import causal, hal, linalg, linalg_ext
 from fusion_compiler.dialects.builders import (
     Size,
     affine_map,
@@ -79,9 +80,77 @@ def blocks(op: ir.Operation, options: Options) -> tuple[int, int]:
     return options.block_q or side, options.block_k or side
 
 
-def rewrite_online_softmax(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> None:
+@dataclass(frozen=True)
+class Spans:
+    """Per query block, the key blocks [first, end) holding every key the mask keeps
+    (not -inf in some batch), where they are narrower than the causal and window bounds;
+    None on a side they do not narrow. ``skipped``: the share of the bounds' key blocks
+    left out."""
+
+    first: tuple[int, ...] | None
+    end: tuple[int, ...] | None
+    skipped: float
+
+
+def key_spans(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> Spans | None:
+    """The spans of a static mask of indices and constants (chunks, documents of fixed
+    ids, a prefix): keys masked -inf in every batch add nothing to a row, so the loop
+    need not visit their blocks (exact; finite fills are kept)."""
+    if not form.has_mask:
+        return None
+    kept = causal.kept_keys(op.operands[4], 1, 2)
+    if kept is None:
+        return None
+    n_q, n_k = kept.shape
+    key_blocks = -(-n_k // block_k)
+    firsts, ends, bounds = [], [], []
+    for row in range(0, n_q, block_q):
+        lo, hi = 0, key_blocks  # in key blocks, as the loop's bounds give them
+        if form.causal_offset is not None:
+            keys = min(n_k, max(0, row + min(block_q, n_q - row) + form.causal_offset))
+            hi = -(-keys // block_k)
+        if form.window_start is not None:
+            lo = min(max(row + form.window_start, 0) // block_k, hi)
+        found = np.flatnonzero(kept[row : row + block_q].any(axis=0))
+        first = max(lo, found[0] // block_k) if found.size else hi
+        end = min(hi, found[-1] // block_k + 1) if found.size else hi
+        firsts.append(int(first))
+        ends.append(int(max(end, first)))
+        bounds.append((lo, hi))
+    narrower_first = any(f > lo for f, (lo, _) in zip(firsts, bounds, strict=True))
+    narrower_end = any(e < hi for e, (_, hi) in zip(ends, bounds, strict=True))
+    if not (narrower_first or narrower_end):
+        return None
+    total = sum(hi - lo for lo, hi in bounds)
+    visited = sum(e - f for f, e in zip(firsts, ends, strict=True))
+    return Spans(
+        tuple(firsts) if narrower_first else None,
+        tuple(ends) if narrower_end else None,
+        1 - visited / max(total, 1),
+    )
+
+
+def _step_function(i: ir.Value, per_block: tuple[int, ...], block_q: int, block_k: int):
+    """per_block[i // block_q] * block_k at row offset ``i``, as host arithmetic: the first
+    value plus a select per change (a few per mask: chunks, documents)."""
+    value = index(per_block[0] * block_k)
+    for b in range(1, len(per_block)):
+        step = per_block[b] - per_block[b - 1]
+        if step:
+            reached = dialects.arith.CmpIOp(
+                dialects.arith.CmpIPredicate.sge, i, index(b * block_q)
+            ).result
+            value = dialects.arith.AddIOp(
+                value, dialects.arith.SelectOp(reached, index(step * block_k), index(0)).result
+            ).result
+    return value
+
+
+def rewrite_online_softmax(
+    op: ir.Operation, form: Layout, block_q: int, block_k: int, spans: Spans | None = None
+) -> None:
     """iree_linalg_ext.attention -> scf.for(Q blocks) { scf.for(K blocks) { FA2 step } }."""
-    result = build(op, form, block_q, block_k)
+    result = build(op, form, block_q, block_k, spans)
     op.results[0].replace_all_uses_with(result)
     erase_dead([op])  # and the mask producers, now re-run per block inside the loop
 
@@ -94,7 +163,8 @@ def run(module: ir.Operation, options: Options) -> None:
             continue
         location = op.location
         block_q, block_k = blocks(op, options)
-        rewrite_online_softmax(op, form, block_q, block_k)
+        spans = key_spans(op, form, block_q, block_k)
+        rewrite_online_softmax(op, form, block_q, block_k, spans)
         skipping = (
             f", key blocks above the diagonal (offset {form.causal_offset}) skipped"
             if form.causal_offset is not None
@@ -102,6 +172,8 @@ def run(module: ir.Operation, options: Options) -> None:
         )
         if form.window_start is not None:
             skipping += f", keys before row{form.window_start:+d} skipped (a sliding window)"
+        if spans is not None:
+            skipping += f", {spans.skipped:.0%} of key blocks skipped by the mask's values"
         remarks.emit(
             location,
             f"attention rewritten as online softmax (blocks {block_q}x{block_k}{skipping})",
@@ -160,7 +232,9 @@ def _materialized(value: ir.Value) -> ir.Value:
     ).result
 
 
-def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Value:
+def build(
+    op: ir.Operation, form: Layout, block_q: int, block_k: int, spans: Spans | None = None
+) -> ir.Value:
     """Inserts the loop nest before ``op``; returns the value replacing its result."""
     q, k, v, scale = list(op.operands)[:4]
     mask = op.operands[4] if form.has_mask else None
@@ -204,6 +278,14 @@ def build(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> ir.Valu
                 # the rest)
                 first_key = dialects.arith.AddIOp(i, index(form.window_start)).result
                 first_key = dialects.arith.MaxSIOp(first_key, index(0)).result
+            if spans is not None and spans.first is not None:
+                first_key = dialects.arith.MaxSIOp(
+                    first_key, _step_function(i, spans.first, block_q, block_k)
+                ).result
+            if spans is not None and spans.end is not None:
+                keys_bound = dialects.arith.MinSIOp(
+                    keys_bound, _step_function(i, spans.end, block_q, block_k)
+                ).result
             inner = dialects.scf.ForOp(first_key, keys_bound, index(block_k), running)
             with ir.InsertionPoint(inner.body):
                 j = inner.induction_variable

@@ -294,3 +294,48 @@ def test_a_mask_of_one_value_per_sequence_maps_whole_rows() -> None:
     keep = on[:, None, None].expand(2, 64, 300)
     assert _listed(block_map, spec) == _expected(keep, spec, heads=2)
     assert rel_error(got, want) < BOUND[F16]
+
+
+class ChunkedBy(torch.nn.Module):
+    """Chunked local attention over chunks of ``chunk`` keys, causal within each."""
+
+    def __init__(self, chunk: int) -> None:
+        super().__init__()
+        self.chunk = chunk
+
+    def forward(self, q, k, v):
+        s = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+        rows = torch.arange(q.shape[-2])[:, None]
+        cols = torch.arange(k.shape[-2])[None, :]
+        keep = (cols // self.chunk == rows // self.chunk) & (cols <= rows)
+        return torch.softmax(s.masked_fill(~keep, float("-inf")), -1) @ v
+
+
+class PrefixLM(torch.nn.Module):
+    """Every query sees the first 100 keys and, after them, the keys up to its own."""
+
+    def forward(self, q, k, v):
+        rows = torch.arange(q.shape[-2])[:, None]
+        cols = torch.arange(k.shape[-2])[None, :]
+        keep = (cols <= rows) | (cols < 100)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+
+
+@pytest.mark.parametrize(
+    "model, skipped",
+    [(ChunkedBy(256), "50%"), (PrefixLM(), "33%")],
+    ids=["chunked", "prefix-lm"],
+)
+def test_online_softmax_visits_the_key_blocks_a_static_mask_keeps(model, skipped) -> None:
+    """On the CPU the mask's values, computed at compile time, bound each row block's key
+    loop to the blocks it keeps (256x256 blocks over 768 keys: chunks of 256 keep one key
+    block per row block, half of the causal bound's; the prefix-LM mask, unproven causal,
+    the blocks up to the diagonal)."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 768, 32) for _ in range(3))
+    module = fc.compile(model, example_args=(q, k, v), target="cpu", remarks=True)
+    found = [r.message for r in module.remarks if "online softmax" in r.message]
+    assert f"{skipped} of key blocks skipped by the mask's values" in found[0], found
+    with torch.no_grad():
+        want = model(q.double(), k.double(), v.double())
+    assert rel_error(torch.as_tensor(fc.load(module)(q, k, v)), want) < 1e-5
