@@ -80,6 +80,46 @@ func.func @tril_table(%q: tensor<2x8x16xf32>, %k: tensor<2x8x16xf32>, %v: tensor
 // CHECK: scf.for
 // CHECK: arith.minsi
 
+// A prefix-LM mask (every row sees keys 0 and 1, then the keys up to its own: masked
+// where key > row and key >= 2, an intersection no band proof takes): the mask's values,
+// computed at compile time, end row block 0's key loop after key block 0 (a step at
+// i >= 4 lets later blocks run to the end).
+func.func @prefix(%q: tensor<2x8x16xf32>, %k: tensor<2x8x16xf32>, %v: tensor<2x8x8xf32>) -> tensor<2x8x8xf32> {
+  %scale = arith.constant 0.25 : f32
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %c2 = arith.constant 2 : index
+  %ez = tensor.empty() : tensor<2x8x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%ez : tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %mask = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%z : tensor<2x8x8xf32>) outs(%ez : tensor<2x8x8xf32>) {
+  ^bb0(%a: f32, %out: f32):
+    %row = linalg.index 1 : index
+    %col = linalg.index 2 : index
+    %future = arith.cmpi sgt, %col, %row : index
+    %late = arith.cmpi sge, %col, %c2 : index
+    %hidden = arith.andi %future, %late : i1
+    %r = arith.select %hidden, %ninf, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<2x8x8xf32>
+  %e = tensor.empty() : tensor<2x8x8xf32>
+  // expected-remark @below {{attention rewritten as online softmax (blocks 4x4, 25% of key blocks skipped by the mask's values)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
+      ins(%q, %k, %v, %scale, %mask : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x8xf32>, f32, tensor<2x8x8xf32>)
+      outs(%e : tensor<2x8x8xf32>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<2x8x8xf32>
+  return %o : tensor<2x8x8xf32>
+}
+// CHECK-LABEL: func.func @prefix(
+// CHECK: scf.for %[[I:[a-z0-9_]+]] =
+// CHECK-NOT: arith.maxsi
+// CHECK: %[[AT:.+]] = arith.cmpi sge, %[[I]], %{{.+}} : index
+// CHECK: %[[STEP:.+]] = arith.select %[[AT]], %{{.+}}, %{{.+}} : index
+// CHECK: %[[UPTO:.+]] = arith.addi %{{.+}}, %[[STEP]] : index
+// CHECK: %[[END:.+]] = arith.minsi %{{.+}}, %[[UPTO]] : index
+// CHECK: scf.for %{{.+}} = %{{.+}} to %[[END]] step
+
 {-#
   dialect_resources: {
     builtin: {
