@@ -674,7 +674,7 @@ def never_negative(e: Expr) -> bool:
         return True
     if isinstance(e, Const):
         return not is_float(e.type) and e.value >= 0
-    wide = e.type == "index" or (not is_float(e.type) and width(e.type) >= 32)
+    wide = e.type in ("index", "i64")  # sums of indices never wrap in 64 bits
     return (
         isinstance(e, Op)
         and e.name in _KEEPS_SIGN

@@ -245,5 +245,6 @@ def dim_root(value: ir.Value, dim: int, depth: int = 0) -> object:
         # on tensors, a structured op's results are its inits', the last operands
         results = list(op.results)
         init = list(op.operands)[len(op.operands) - len(results) + results.index(value)]
-        return dim_root(init, dim, depth + 1)
+        if init.type == value.type:  # not a pack's padding value or tile sizes
+            return dim_root(init, dim, depth + 1)
     return (value, dim)

@@ -56,6 +56,10 @@ class CompiledModule:
         from fusion_compiler.runtime import seal, weights_beside, write_parameters
 
         path = Path(path)
+        if self.weights and path.suffix == ".irpa":
+            raise OutputPathError(
+                path, "is where the module's weights go (.irpa)", "save to m.vmfb"
+            )
         if self.vmfb is not None:
             path.write_bytes(seal(self.vmfb))
             if self.weights:

@@ -364,6 +364,14 @@ _FOLLOWED = {
 # the most elements of an input-free value computed at compile time (position ids,
 # document ids: a few per token)
 _FOLDED_ELEMENTS = 1 << 16
+# ops whose values are not defined (uninitialised memory): never computed here
+_UNDEFINED = {
+    torch.ops.aten.empty,
+    torch.ops.aten.empty_strided,
+    torch.ops.aten.empty_like,
+    torch.ops.aten.new_empty,
+    torch.ops.aten.new_empty_strided,
+}
 
 
 def _followed(node: torch.fx.Node) -> bool:
@@ -384,6 +392,9 @@ def _input_free_values_folded(
     steps), and the causal mask and-ed with them is then proven causal from its values
     rather than read per tile. Random ops are left alone."""
     graph = program.graph
+    # the program's own: run_decompositions may share them with the caller's program
+    program._constants = dict(program.constants)
+    program.graph_signature.input_specs = list(program.graph_signature.input_specs)
     constants = {
         spec.arg.name: program.constants[spec.target]
         for spec in program.graph_signature.input_specs
@@ -398,6 +409,7 @@ def _input_free_values_folded(
             node.op != "call_function"
             or not isinstance(node.target, torch._ops.OpOverload)
             or torch.Tag.nondeterministic_seeded in node.target.tags
+            or node.target.overloadpacket in _UNDEFINED
             or not isinstance(meta, torch.Tensor)
             or not _static(meta)
             or meta.numel() > _FOLDED_ELEMENTS
@@ -405,10 +417,20 @@ def _input_free_values_folded(
         ):
             continue
         args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), values.__getitem__)
-        with torch.no_grad():
-            values[node] = node.target(*args, **kwargs)
+        try:
+            with torch.no_grad():
+                values[node] = node.target(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - e.g. a device this machine lacks: left as is
+            continue
     folded = [
-        node for node in values if node.op == "call_function" and node.users and not _followed(node)
+        node
+        for node in values
+        if node.op == "call_function"
+        and node.users
+        and not _followed(node)
+        and isinstance(values[node], torch.Tensor)
+        and values[node].device.type == "cpu"
+        and not any(user.op == "output" for user in node.users)  # a result stays one
     ]
     for node in folded:
         _as_constant(program, node, values[node])
@@ -429,6 +451,7 @@ def _as_constant(program: torch.export.ExportedProgram, node: torch.fx.Node, val
     with program.graph.inserting_before(anchor):
         constant = program.graph.placeholder(name)
     constant.meta["val"] = node.meta["val"]
+    name = constant.name  # as FX named it
     # read through an op: the frozen import puts the tensor itself in place of the
     # placeholder, and a list of index tensors then mixes a literal with values
     with program.graph.inserting_before(node):

@@ -611,6 +611,7 @@ class LoadedModule:
                     f"not a parameter file IREE reads ({exc})",
                     "give a .irpa, .safetensors or .gguf file, or a state dict of tensors",
                 ) from None
+            self._check_archive(index, path)
         elif isinstance(weights, dict):
             for name, spec in self._declared_parameters().items():
                 tensor = weights.get(name)
@@ -638,6 +639,26 @@ class LoadedModule:
             )
         provider = index.create_provider(scope=_PARAMETER_SCOPE)
         return rt.create_io_parameters_module(self.config.vm_instance, provider)
+
+    def _check_archive(self, index: rt.ParameterIndex, path: Path) -> None:
+        """Every parameter the module reads is in the file, of its size in bytes (an
+        archive of other weights, or of another dtype, is refused, not read)."""
+        lengths = {key: entry.length for key, entry in index.items()}
+        for name, spec in self._declared_parameters().items():
+            if None in spec.shape:
+                continue
+            size = math.prod(spec.shape) * torch.empty((), dtype=spec.dtype).element_size()
+            if name not in lengths:
+                raise ModuleFileError(
+                    path, f"holds no {name!r}, which the module reads ({spec})",
+                    "give the weights of the model the module was compiled from",
+                )  # fmt: skip
+            if lengths[name] != size:
+                raise ModuleFileError(
+                    path, f"holds {lengths[name]} bytes for {name!r}; the module reads "
+                    f"{spec}, {size} bytes", "give the weights of the model the module was "
+                    "compiled from (same shapes and dtypes)",
+                )  # fmt: skip
 
     def _declared_parameters(self) -> dict[str, TensorSpec]:
         """The parameters the module reads, by key (signature.PARAMETERS_KEY)."""

@@ -202,3 +202,42 @@ def test_complex_numbers_are_refused_where_they_enter(as_buffer: bool) -> None:
         where = [loc.split(":")[:2] for _, loc in info.value.ops]
         assert [str(Path(__file__)), str(line)] in where, where
     assert all("complex" in name for name in names)
+
+
+class FromAConstant(torch.nn.Module):
+    """A value of no input by an op the expression IR does not follow (a cumsum of a
+    lifted constant), computed at compile time; the program stays the caller's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = torch.arange(8)
+
+    def forward(self, x):
+        return x * self.steps.cumsum(0)
+
+
+def test_values_computed_at_compile_time_leave_the_callers_program_as_it_was() -> None:
+    x = torch.randn(8)
+    program = torch.export.export(FromAConstant(), (x,))
+    before = dict(program.constants)
+    for _ in range(2):  # the same program compiled twice
+        got = fc.load(fc.compile(program, target="cpu"))(x)
+        assert rel_error(got, FromAConstant()(x)) < 1e-6
+    assert dict(program.constants).keys() == before.keys()
+    assert rel_error(program.module()(x), FromAConstant()(x)) < 1e-6
+
+
+class CountsAndReturnsARange(torch.nn.Module):
+    """Updates an input in place (a cache) and returns a value of no input as a result."""
+
+    def forward(self, x, count):
+        count.add_(1)
+        return x * 2, torch.arange(8).cumsum(0)
+
+
+def test_a_result_of_no_input_stays_a_result_of_a_mutating_program() -> None:
+    x, count = torch.randn(8), torch.zeros(1)
+    module = fc.compile(CountsAndReturnsARange(), example_args=(x, count.clone()), target="cpu")
+    doubled, ranks = fc.load(module)(x, count)
+    assert rel_error(doubled, x * 2) < 1e-6 and torch.equal(ranks, torch.arange(8).cumsum(0))
+    assert count.item() == 1

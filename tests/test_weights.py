@@ -9,6 +9,7 @@ from transformer_blocks import BLOCKS, CONFIG
 
 import fusion_compiler as fc
 from fusion_compiler.errors import FusionCompilerError
+from fusion_compiler.runtime import write_parameters
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +70,22 @@ def test_saved_module_keeps_its_weights_beside_it(llama, tmp_path) -> None:
     with pytest.raises(FusionCompilerError, match="compiled with weights='external'"):
         fc.load(path)
     assert rel_error(fc.load(path, weights=tmp_path / "elsewhere.irpa")(x), want) < 1e-5
+    with pytest.raises(FusionCompilerError, match="is where the module's weights go"):
+        external.save(tmp_path / "block.irpa")
+
+
+def test_an_archive_of_other_weights_is_refused(llama, tmp_path) -> None:
+    _, model, _, external = llama
+    state = model.state_dict()
+    name = next(iter(n for n, _ in model.named_parameters()))
+    other = {k: v.double() if k == name else v for k, v in state.items()}
+    write_parameters(other, tmp_path / "doubled.irpa")
+    with pytest.raises(FusionCompilerError, match=f"bytes for '{name}'"):
+        fc.load(external, weights=tmp_path / "doubled.irpa")
+    del other[name]
+    write_parameters(other, tmp_path / "short.irpa")
+    with pytest.raises(FusionCompilerError, match=f"holds no '{name}'"):
+        fc.load(external, weights=tmp_path / "short.irpa")
 
 
 def test_cli_writes_the_weights_beside_the_module(tmp_path) -> None:

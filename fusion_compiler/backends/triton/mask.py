@@ -272,6 +272,13 @@ def expression(
 DimNamer = Callable[[ir.Value, int], str | None]
 
 
+def _wide_size(dim_name: DimNamer | None, value: ir.Value, dim: int) -> str | None:
+    """A dynamic size as the kernel names it, in 64 bits: strides multiply sizes (n_k *
+    n_q overflows int32 from 46341)."""
+    name = dim_name(value, dim) if dim_name is not None else None
+    return f"{name}.to(tl.int64)" if name else None
+
+
 def mask_code(mask: ir.Value, dim_name: DimNamer | None = None) -> MaskCode | str:
     """The mask (batch, n_q, n_k) as an expression of the kernel's ``batch``, ``rows``,
     ``keys``, ``inside``; or why it cannot be. ``dim_name``: what a dynamic dim of a
@@ -281,7 +288,7 @@ def mask_code(mask: ir.Value, dim_name: DimNamer | None = None) -> MaskCode | st
         tree = expr.of_tensor(mask)
         sizes = {
             leaf.slot: [
-                n if n >= 0 or dim_name is None else dim_name(tree.inputs[leaf.slot], d) or n
+                n if n >= 0 else _wide_size(dim_name, tree.inputs[leaf.slot], d) or n
                 for d, n in enumerate(leaf.shape)
             ]
             for leaf in expr.leaves(tree.expr)
