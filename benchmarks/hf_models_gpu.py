@@ -10,6 +10,10 @@ output in float32 on the CPU (PyTorch, the same weights). On the GPU machine:
 runs each module there on those inputs and prints (and writes) rel. error against the
 float32 reference, PyTorch's own fp16 error on the CPU for scale, and the attentions
 fused / lowered to generated kernels.
+
+HF_GPU_INPUTS=ids calls the text models with their token ids alone (no attention_mask:
+transformers then builds its masks from the positions, which compile to the plain causal
+or window kernel, or to none for encoders); HF_GPU_SEQ sets the tokens per sequence.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ GPU_SIZE = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4)
 # (the block map's two loops)
 SEQ = int(os.environ.get("HF_GPU_SEQ", "128"))
 POSITIONS = max(256, 2 * SEQ)  # position embeddings: enough for SEQ
+IDS_ONLY = os.environ.get("HF_GPU_INPUTS", "") == "ids"
 ARCHS = {  # architecture -> attention implementation (sdpa where transformers has it)
     "gpt2": "sdpa",
     "llama": "sdpa",
@@ -83,6 +88,17 @@ def _sized(name: str) -> dict:
     return config
 
 
+class _IdsOnly(torch.nn.Module):
+    """A text model called with its token ids alone."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=ids)[0]
+
+
 def _rel(got: torch.Tensor, want: torch.Tensor) -> float:
     return ((got.double() - want.double()).norm() / want.double().norm()).item()
 
@@ -98,6 +114,8 @@ def prepare(out: Path) -> None:
         hf_corpus.ARCHS[name] = sized
         model, inputs = hf_corpus.build(name, impl, seq=SEQ, image=64)
         example = inputs()
+        if IDS_ONLY and arch.kind in ("decoder", "encoder"):
+            model, example = _IdsOnly(model.model).eval(), example[:1]
         with torch.no_grad():
             want = model.float()(*example)
         model = model.half()
