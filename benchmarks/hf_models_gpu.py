@@ -88,17 +88,6 @@ def _sized(name: str) -> dict:
     return config
 
 
-class _IdsOnly(torch.nn.Module):
-    """A text model called with its token ids alone."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=ids)[0]
-
-
 def _rel(got: torch.Tensor, want: torch.Tensor) -> float:
     return ((got.double() - want.double()).norm() / want.double().norm()).item()
 
@@ -115,7 +104,7 @@ def prepare(out: Path) -> None:
         model, inputs = hf_corpus.build(name, impl, seq=SEQ, image=64)
         example = inputs()
         if IDS_ONLY and arch.kind in ("decoder", "encoder"):
-            model, example = _IdsOnly(model.model).eval(), example[:1]
+            model, example = hf_corpus.IdsOnly(model.model).eval(), example[:1]
         with torch.no_grad():
             want = model.float()(*example)
         model = model.half()

@@ -388,13 +388,21 @@ def is_pure(mask: ir.Value, rows: int = 1, keys: int = 2) -> bool:
 _MAX_EVALUATED = 1 << 24
 
 
-def values_of(mask: ir.Value, rows: int, keys: int) -> np.ndarray | None:
+def _coordinates(shape: list[int], dim: int) -> np.ndarray:
+    """The index along ``dim`` of every element of ``shape``, broadcastable."""
+    return np.arange(shape[dim]).reshape([-1 if d == dim else 1 for d in range(len(shape))])
+
+
+def values_of(
+    mask: ir.Value, rows: int, keys: int, tree: expr.Tree | None = None
+) -> np.ndarray | None:
     """The mask's values, broadcast to its shape: static sizes, a tree of index
-    arithmetic and constant tensors (what reads an input is unknown: None)."""
+    arithmetic and constant tensors (what reads an input is unknown: None). ``tree``:
+    the mask's, where the caller has it already."""
     shape = list(ir.RankedTensorType(mask.type).shape)
     if any(ir.ShapedType.is_dynamic_size(n) for n in shape) or 0 in shape:
         return None
-    tree = expr.of_tensor(mask, max_depth=24, opaque=True)
+    tree = tree or expr.of_tensor(mask, max_depth=24, opaque=True)
     arrays = [linalg.constant_array(v) for v in tree.inputs]
     if any(a is None for a in arrays):
         return None
@@ -402,15 +410,14 @@ def values_of(mask: ir.Value, rows: int, keys: int) -> np.ndarray | None:
     if math.prod(shape[d] for d in used) > _MAX_EVALUATED:
         return None
 
-    def index(dim: int) -> np.ndarray:
-        return np.arange(shape[dim]).reshape([-1 if d == dim else 1 for d in range(len(shape))])
-
     def load(leaf: Load, coords: list[np.ndarray]) -> np.ndarray:
         return arrays[leaf.slot][tuple(coords)] if coords else arrays[leaf.slot]
 
     try:
         with np.errstate(all="ignore"):
-            values = np.asarray(expr.evaluate(tree.expr, index, load))
+            values = np.asarray(
+                expr.evaluate(tree.expr, lambda dim: _coordinates(shape, dim), load)
+            )
         if values.dtype != np.float64:  # f16, bf16 (held in f32) and f32 are exact in f32
             values = values.astype(np.float32)
     except (expr.Unsupported, IndexError, ValueError):
@@ -440,15 +447,10 @@ def _evaluated(mask: ir.Value, rows: int, keys: int) -> Band | None:
     tree = expr.of_tensor(mask, max_depth=24, opaque=True)
     if not tree.inputs:
         return None  # index arithmetic alone is the symbolic proof's; inputs are unknown
-    values = values_of(mask, rows, keys)
+    values = values_of(mask, rows, keys, tree)
     if values is None:
         return None
-    shape = list(values.shape)
-    full = values.shape
-
-    def index(dim: int) -> np.ndarray:
-        return np.arange(shape[dim]).reshape([-1 if d == dim else 1 for d in range(len(shape))])
-
+    shape, full = list(values.shape), values.shape
     swamps = SWAMPS.get(str(ir.RankedTensorType(mask.type).element_type), -math.inf)
     masked = values <= swamps  # -inf included
     if not masked.any():  # no key masked anywhere: no bounds
@@ -471,7 +473,7 @@ def _evaluated(mask: ir.Value, rows: int, keys: int) -> Band | None:
     upper = int(last[top]) - int(top)
     lower = int(first[cut_below[0]]) - int(cut_below[0]) if cut_below else None
     found = Band(upper, lower, bool(np.all(values[~masked] == 0)))
-    key, row = index(keys), index(rows)
+    key, row = _coordinates(shape, keys), _coordinates(shape, rows)
     outside = key > row + upper
     if lower is not None:
         outside = outside | (key < row + lower)

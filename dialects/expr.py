@@ -203,10 +203,14 @@ class _Builder:
         def extract(tensor: ir.Value, at: list[Expr]) -> Expr:
             return self.tensor(tensor, at, depth + 1)
 
-        tree = _block(block, names, coords, extract=extract)
-        if any(isinstance(e, Outside) for e in walk(tree)):
-            raise Unsupported("a payload reading a value from outside")
-        return tree
+        return _without_outside(_block(block, names, coords, extract=extract))
+
+
+def _without_outside(tree: Expr) -> Expr:
+    """``tree``, where no fold dropped a value read from outside the payload: Unsupported."""
+    if any(isinstance(e, Outside) for e in walk(tree)):
+        raise Unsupported("a payload reading a value from outside")
+    return tree
 
 
 def _splat(value: ir.Value) -> float | int | bool | None:
@@ -423,10 +427,7 @@ def of_payload(op: ir.Operation, argument: int, fold_casts: bool = True) -> Tree
 def of_region(block: ir.Block) -> Expr:
     """The value a one-argument region yields, as a tree of ``Arg``."""
     argument = block.arguments[0]
-    tree = _block(block, {argument: Arg(str(argument.type))}, [])
-    if any(isinstance(e, Outside) for e in walk(tree)):
-        raise Unsupported("a payload reading a value from outside")
-    return tree
+    return _without_outside(_block(block, {argument: Arg(str(argument.type))}, []))
 
 
 # ---- exact evaluation (constant folding, and a reference for tests)

@@ -629,7 +629,7 @@ class LoadedModule:
                     raise FusionCompilerError(
                         f"weights[{name!r}] is {got}; the module was compiled for {spec}"
                     )
-                data = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+                data = _bytes_of(tensor)
                 self._weights.append(data)
                 index.add_buffer(name, data)
         else:
@@ -647,7 +647,7 @@ class LoadedModule:
         for name, spec in self._declared_parameters().items():
             if None in spec.shape:
                 continue
-            size = math.prod(spec.shape) * torch.empty((), dtype=spec.dtype).element_size()
+            size = math.prod(spec.shape) * spec.dtype.itemsize
             if name not in lengths:
                 raise ModuleFileError(
                     path, f"holds no {name!r}, which the module reads ({spec})",
@@ -752,6 +752,11 @@ def load(module: object, device: str = "local-task", weights=None) -> LoadedModu
     return LoadedModule(vmfb, device, source="the compiled module", weights=weights)
 
 
+def _bytes_of(tensor: torch.Tensor) -> np.ndarray:
+    """A tensor's elements as the bytes IREE reads a parameter from."""
+    return tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+
+
 def weights_beside(module_path: str | Path) -> Path:
     """Where a saved module's external weights go: ``m.vmfb`` -> ``m.irpa``."""
     return Path(module_path).with_suffix(".irpa")
@@ -761,8 +766,7 @@ def write_parameters(weights: dict[str, torch.Tensor], path: str | Path) -> Path
     """``weights`` (tensors by key) as an IREE parameter archive (.irpa) at ``path``."""
     index = rt.ParameterIndex()
     for name, tensor in weights.items():
-        data = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
-        index.add_buffer(name, data)
+        index.add_buffer(name, _bytes_of(tensor))
     index.create_archive_file(str(path))
     return Path(path)
 

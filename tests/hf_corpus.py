@@ -161,6 +161,18 @@ def padding_mask(kind: str, length: int = SEQ) -> torch.Tensor:
     return mask
 
 
+class IdsOnly(torch.nn.Module):
+    """A text model called with its token ids alone (no ``attention_mask``: transformers
+    builds its masks from the positions)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=ids)[0]
+
+
 class LastHidden(torch.nn.Module):
     """A model's first output tensor: the last hidden state (or the logits)."""
 

@@ -10,15 +10,14 @@ ModernBERT's local layers (a window both ways, ``|q - k| <= w``) a band."""
 from __future__ import annotations
 
 import math
-import shutil
 
-import iree.runtime
 import pytest
 import torch
 import torch.nn.functional as F
 import transformers
 from conftest import rel_error
-from hf_corpus import ARCHS, build
+from hf_corpus import ARCHS, IdsOnly, build
+from test_spirv_attention import needs_glslang, needs_vulkan
 
 import fusion_compiler as fc
 from fusion_compiler.backends.dispatch import specs_in
@@ -188,17 +187,6 @@ def test_transformers_causal_mask_without_its_reads_gives_pytorchs_answer() -> N
     assert rel_error(torch.as_tensor(got), want) < 1e-4
 
 
-class IdsOnly(torch.nn.Module):
-    """A transformers model called with its token ids alone (no ``attention_mask``)."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=ids)[0]
-
-
 ENCODER_SEQ = 64  # the corpus configs' positions
 
 
@@ -224,26 +212,12 @@ def test_encoders_without_padding_get_no_mask(name: str, impl: str) -> None:
     assert bands == sorted(want, key=str)
 
 
-def _vulkan_device() -> bool:
-    try:
-        return bool(iree.runtime.get_driver("vulkan").query_available_devices())
-    except Exception:  # no loader, no driver: no device
-        return False
-
-
 @pytest.mark.parametrize(
     "name, target",
     [
         ("bert", "cpu"),
         ("modernbert", "cpu"),
-        pytest.param(
-            "bert",
-            "vulkan",
-            marks=pytest.mark.skipif(
-                shutil.which("glslangValidator") is None or not _vulkan_device(),
-                reason="no glslangValidator or Vulkan device",
-            ),
-        ),
+        pytest.param("bert", "vulkan", marks=[needs_glslang, needs_vulkan]),
     ],
 )
 def test_encoders_without_padding_give_pytorchs_answer(name: str, target: str) -> None:
