@@ -20,7 +20,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
-from variants import FUSABLE_MASKS, Attention  # noqa: E402
+from variants import FUSABLE_MASKS, Attention, PaddingMaskAttention  # noqa: E402
 
 import fusion_compiler as fc  # noqa: E402
 
@@ -92,16 +92,32 @@ DYNAMIC = {
         (1, 8, 2, 128, 128, 128),
     ),
 }
+# a (B, Nk) padding input of the dynamic length too: the kernel reads it at the call's
+# length (no (B, N, N) mask), a block map per call skipping the padded key blocks
+PADDED = {"dynamic_padding": (2, 4, 4, 128, 128, 64)}
 LENGTHS = (77, 1000, 4099)
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 # the element types each target's kernels take
 TARGET_DTYPES = {"cuda": ("f16", "bf16"), "vulkan": ("f16", "bf16", "f32")}
 
 
-def inputs(shape: tuple[int, ...], dtype: torch.dtype, device: str = "cpu") -> tuple:
+def inputs(
+    shape: tuple[int, ...], dtype: torch.dtype, device: str = "cpu", padded: bool = False
+) -> tuple:
+    """Random q, k, v of ``shape``; ``padded``: and a (B, Nk) keep mask, each sequence's
+    last keys from a random point on masked (its first key always kept)."""
     b, h, hkv, nq, nk, d = shape
     sizes = [(b, h, nq, d), (b, hkv, nk, d), (b, hkv, nk, d)]
-    return tuple(torch.randn(s, device=device).to(dtype) for s in sizes)
+    tensors = tuple(torch.randn(s, device=device).to(dtype) for s in sizes)
+    if not padded:
+        return tensors
+    lengths = torch.randint(1, nk + 1, (b, 1), device=device)
+    return (*tensors, torch.arange(nk, device=device)[None, :] < lengths)
+
+
+def model_of(entry: dict) -> torch.nn.Module:
+    """The PyTorch model an index entry was compiled from (weights not loaded)."""
+    return PaddingMaskAttention() if entry.get("padded") else Attention(**entry["kwargs"])
 
 
 def prepare(folder: Path, arch: str = "sm_90") -> None:
@@ -111,16 +127,21 @@ def prepare(folder: Path, arch: str = "sm_90") -> None:
     index = {}
     n = torch.export.Dim("n", min=2, max=8192)
     cases = {**VARIANTS, **DYNAMIC}
+    if target == "cuda":
+        cases.update({name: ({}, shape) for name, shape in PADDED.items()})
     for name, (kwargs, shape) in cases.items():
         for dtype_name in TARGET_DTYPES[target]:
             dtype = DTYPES[dtype_name]
             case = f"{name}_{dtype_name}"
             torch.manual_seed(0)
-            model = Attention(**kwargs).eval()
-            dynamic = ({2: n},) * 3 if name in DYNAMIC else None
+            padded = name in PADDED
+            model = model_of(dict(kwargs=kwargs, padded=padded)).eval()
+            dynamic = ({2: n},) * 3 if name in DYNAMIC or padded else None
+            if padded:
+                dynamic = (*dynamic, {1: n})
             module = fc.compile(
                 model,
-                example_args=inputs(shape, dtype),
+                example_args=inputs(shape, dtype, padded=padded),
                 dynamic_shapes=dynamic,
                 **options,
             )
@@ -130,6 +151,8 @@ def prepare(folder: Path, arch: str = "sm_90") -> None:
             index[case] = dict(
                 kwargs=kwargs, shape=shape, dtype=dtype_name, kernels=kernels, device=target
             )
+            if padded:
+                index[case]["padded"] = True
             index[case]["producer_warp"] = any("producer warp" in r.message for r in module.remarks)
             if dynamic:
                 index[case]["lengths"] = LENGTHS

@@ -79,14 +79,18 @@ def timings(call: Callable, inputs: Sequence[tuple], cuda: bool, repeats: int = 
         _finish(cuda)
         single.append((time.perf_counter() - start) * 1e3)
     device_ms = None
+    kernels: dict[str, float] = {}
     if cuda:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             back_to_back()
         on_device = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
         if on_device:  # none: the system's work is not CUDA's (Vulkan)
             device_ms = sum(e.device_time for e in on_device) / repeats / 1e3
+            for e in on_device:  # where the device time goes: ms per call, by kernel name
+                kernels[e.name] = kernels.get(e.name, 0.0) + e.device_time / repeats / 1e3
     return {
         "device_ms": device_ms,
+        "kernels": {name[:80]: round(ms, 5) for name, ms in kernels.items()},
         "loop_ms": statistics.median(loops),
         "call_ms": statistics.median(single),
     }

@@ -97,6 +97,35 @@ def arange_masked_fill(m, q, k, v):
     return _attend(s.masked_fill(cols > rows, NEG_INF), v)
 
 
+def _transformers_causal(q, k, v, implementation: str):
+    """transformers' causal attention as Llama calls it without an ``attention_mask``:
+    ``masking_utils.create_causal_mask`` from the positions, then its SDPA or eager
+    attention function (out in (B, N, H, D), transposed back)."""
+    from transformers import LlamaConfig
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import create_causal_mask
+    from transformers.models.llama.modeling_llama import eager_attention_forward
+
+    b, h, n, d = q.shape
+    config = LlamaConfig(hidden_size=h * d, num_attention_heads=h, num_key_value_heads=h)
+    config._attn_implementation = implementation
+    positions = torch.arange(n, device=q.device)[None, :]
+    mask = create_causal_mask(config, q[:, 0], None, None, position_ids=positions)
+    module = torch.nn.Module()
+    module.is_causal, module.num_key_value_groups, module.training = True, 1, False
+    attend = sdpa_attention_forward if implementation == "sdpa" else eager_attention_forward
+    out, _ = attend(module, q, k, v, mask, scaling=d**-0.5)
+    return out.transpose(1, 2)
+
+
+def transformers_sdpa(m, q, k, v):
+    return _transformers_causal(q, k, v, "sdpa")
+
+
+def transformers_eager(m, q, k, v):
+    return _transformers_causal(q, k, v, "eager")
+
+
 def sdpa_is_causal(m, q, k, v):
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
@@ -211,6 +240,11 @@ class Spelling:
     mask: str
     nq: int = N
     pad: int = PAD
+    b: int = B
+    h: int = H
+    n: int = N  # keys
+    d: int = D
+    dtype: torch.dtype = torch.float16
 
 
 # a row per case: its name is the spelling's
@@ -223,6 +257,8 @@ SPELLINGS = {
         (arange_masked_fill, "causal", N),
         (sdpa_is_causal, "causal", N),
         (sdpa_bool_causal, "causal", N),
+        (transformers_sdpa, "causal", N),
+        (transformers_eager, "causal", N),
         (offset_arange_masked_fill, "causal", OFFSET_NQ),
         (offset_tril_sdpa, "causal", OFFSET_NQ),
         (padding_sdpa_bool, "padding", N),
@@ -241,6 +277,24 @@ SPELLINGS = {
         (prefix_lm_masked_fill, "prefix", N),
     )
 }
+# the causal spellings again at the causal shapes of the issue's grid: one case per
+# spelling and shape, named spelling@shape (queries a quarter of the keys for the offsets)
+GRID = {
+    "B2H16N2048": dict(b=2, h=16, n=2048),
+    "B1H16N4096": dict(b=1, h=16, n=4096),
+    "B1H32N8192bf16": dict(b=1, h=32, n=8192, dtype=torch.bfloat16),
+    "B1H8N32768": dict(b=1, h=8, n=32768),
+}
+SPELLINGS.update(
+    {
+        f"{name}@{label}": Spelling(
+            s.forward, "causal", shape["n"] // 4 if s.nq < N else shape["n"], **shape
+        )
+        for label, shape in GRID.items()
+        for name, s in list(SPELLINGS.items())
+        if s.mask == "causal"
+    }
+)
 
 
 class Model(torch.nn.Module):
@@ -248,22 +302,24 @@ class Model(torch.nn.Module):
         super().__init__()
         self.spelling = spelling
         if spelling.forward is tril_buffer:  # as GPT-2 registers it
-            self.register_buffer("bias", torch.tril(torch.ones(N, N)).view(1, 1, N, N))
+            n = spelling.n
+            self.register_buffer("bias", torch.ones(n, n, dtype=torch.bool).tril().view(1, 1, n, n))
 
     def forward(self, *args):
         return self.spelling.forward(self, *args)
 
 
 def _inputs(spelling: Spelling, device: str) -> tuple[torch.Tensor, ...]:
-    q = torch.randn(B, H, spelling.nq, D, dtype=torch.float16, device=device)
-    k, v = (torch.randn(B, H, N, D, dtype=torch.float16, device=device) for _ in range(2))
+    b, h, n, d, dtype = spelling.b, spelling.h, spelling.n, spelling.d, spelling.dtype
+    q = torch.randn(b, h, spelling.nq, d, dtype=dtype, device=device)
+    k, v = (torch.randn(b, h, n, d, dtype=dtype, device=device) for _ in range(2))
     if spelling.mask.startswith("documents"):
-        doc = (torch.arange(N, device=device) // DOCUMENT).expand(B, N).contiguous()
+        doc = (torch.arange(n, device=device) // DOCUMENT).expand(b, n).contiguous()
         return q, k, v, doc
     if spelling.mask != "padding":
         return q, k, v
-    keep = torch.ones(B, N, dtype=torch.bool, device=device)
-    keep[:, N - spelling.pad :] = False
+    keep = torch.ones(b, n, dtype=torch.bool, device=device)
+    keep[:, n - spelling.pad :] = False
     return q, k, v, keep
 
 
@@ -271,15 +327,15 @@ def _allowed(spelling: Spelling, inputs: tuple) -> torch.Tensor:
     """The (query, key) pairs the case's mask keeps, broadcastable to (B, H, Nq, Nk)."""
     if spelling.mask == "padding":
         return inputs[3][:, None, None, :]
-    nq, device = spelling.nq, inputs[0].device
+    nq, n, device = spelling.nq, spelling.n, inputs[0].device
     if spelling.mask == "full":
-        return torch.ones(nq, N, dtype=torch.bool, device=device)
+        return torch.ones(nq, n, dtype=torch.bool, device=device)
     if spelling.mask == "documents_full":
         doc = inputs[3]
         return doc[:, None, :, None] == doc[:, None, None, :]
-    causal = torch.ones(nq, N, dtype=torch.bool, device=device).tril(diagonal=N - nq)
+    causal = torch.ones(nq, n, dtype=torch.bool, device=device).tril(diagonal=n - nq)
     rows = torch.arange(nq, device=device)[:, None]
-    cols = torch.arange(N, device=device)[None, :]
+    cols = torch.arange(n, device=device)[None, :]
     if spelling.mask == "documents":
         doc = inputs[3]
         return (doc[:, None, :, None] == doc[:, None, None, :]) & causal
@@ -288,7 +344,7 @@ def _allowed(spelling: Spelling, inputs: tuple) -> torch.Tensor:
     if spelling.mask == "prefix":
         return causal | (cols < PREFIX)
     if spelling.mask == "window":
-        return causal & ~torch.ones(nq, N, dtype=torch.bool, device=device).tril(-WINDOW)
+        return causal & ~torch.ones(nq, n, dtype=torch.bool, device=device).tril(-WINDOW)
     return causal
 
 
@@ -296,7 +352,7 @@ def _peer(spelling: Spelling, backend=None) -> Callable:
     """SDPA with the case's mask in SDPA's own form, under ``backend`` (or torch's choice)."""
     from torch.nn.attention import sdpa_kernel
 
-    top_left = spelling.mask == "causal" and spelling.nq == N
+    top_left = spelling.mask == "causal" and spelling.nq == spelling.n
 
     def sdpa(*inputs):
         q, k, v = inputs[:3]
@@ -316,7 +372,7 @@ def _flex_window(spelling: Spelling) -> Callable:
     def keep(b, h, q_idx, kv_idx):
         return (kv_idx <= q_idx) & (kv_idx > q_idx - WINDOW)
 
-    block_mask = create_block_mask(keep, None, None, spelling.nq, N, device="cuda")
+    block_mask = create_block_mask(keep, None, None, spelling.nq, spelling.n, device="cuda")
     compiled = torch.compile(flex_attention)
 
     def flex(q, k, v):
@@ -355,6 +411,7 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
     from torch.nn.attention import SDPBackend
 
     records = []
+    peers_of: set[tuple] = set()  # the grid's (shape, Nq) whose peers were timed
     for name, spelling in _selected(args).items():
         inputs = [_inputs(spelling, "cuda") for _ in range(3)]
         first = inputs[0]
@@ -363,14 +420,22 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
             reference = F.scaled_dot_product_attention(
                 *(x.float() for x in first[:3]), attn_mask=allowed
             )
-        pairs = allowed.expand(B, 1, spelling.nq, N).sum().item()
-        flops = 4 * H * D * pairs
-        fields = dict(case=name, mask=spelling.mask, B=B, H=H, Nq=spelling.nq, Nk=N, D=D)
+        b, h, n, d = spelling.b, spelling.h, spelling.n, spelling.d
+        pairs = allowed.expand(b, 1, spelling.nq, n).sum().item()
+        flops = 4 * h * d * pairs
+        fields = dict(case=name, mask=spelling.mask, B=b, H=h, Nq=spelling.nq, Nk=n, D=d)
+        fields["dtype"] = str(spelling.dtype).removeprefix("torch.")
         systems = {
             "ours_sm90": harness.module(folder, f"{name}.ours_sm90", "cuda"),
             "torch_sdpa_cudnn": _peer(spelling, SDPBackend.CUDNN_ATTENTION),
             "torch_sdpa": _peer(spelling),
         }
+        if "@" in name:  # the grid: each shape's peers once, cuDNN only
+            shape = (b, h, spelling.nq, n, spelling.dtype)
+            del systems["torch_sdpa"]
+            if shape in peers_of:
+                del systems["torch_sdpa_cudnn"]
+            peers_of.add(shape)
         if spelling.mask == "window":  # the block-sparse peer a user writes a window for
             systems["torch_flex"] = _flex_window(spelling)
         facts = folder / f"{name}.ours_sm90.json"

@@ -454,12 +454,30 @@ def _as_constant(program: torch.export.ExportedProgram, node: torch.fx.Node, val
     name = constant.name  # as FX named it
     # read through an op: the frozen import puts the tensor itself in place of the
     # placeholder, and a list of index tensors then mixes a literal with values
+    source = _broadcast_source(value)
     with program.graph.inserting_before(node):
         copy = program.graph.call_function(torch.ops.aten.lift_fresh_copy.default, (constant,))
-    copy.meta["val"] = node.meta["val"]
-    node.replace_all_uses_with(copy)
+        read = copy
+        if source.shape != value.shape:  # a broadcast the expression IR follows
+            read = program.graph.call_function(
+                torch.ops.aten.expand.default, (copy, list(value.shape))
+            )
+    constant.meta["val"] = copy.meta["val"] = node.meta["val"].new_empty(source.shape)
+    read.meta["val"] = node.meta["val"]
+    node.replace_all_uses_with(read)
     specs.insert(at, InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(name), target=name))
-    program.constants[name] = value.contiguous()
+    program.constants[name] = source.contiguous()
+
+
+def _broadcast_source(value: torch.Tensor) -> torch.Tensor:
+    """The smallest tensor ``value`` is a broadcast of: size 1 along each dim whose slices
+    are all equal (transformers' packed-sequence ids of one row, expanded to the batch).
+    Mask proofs then see one row for every batch, not a batch of values to compare."""
+    for dim, size in enumerate(value.shape):
+        first = value.narrow(dim, 0, 1)
+        if size > 1 and torch.equal(value, first.expand_as(value)):
+            value = first
+    return value
 
 
 def _drop_unused_constants(program: torch.export.ExportedProgram) -> None:

@@ -339,3 +339,41 @@ def test_online_softmax_visits_the_key_blocks_a_static_mask_keeps(model, skipped
     with torch.no_grad():
         want = model(q.double(), k.double(), v.double())
     assert rel_error(torch.as_tensor(fc.load(module)(q, k, v)), want) < 1e-5
+
+
+class DocumentsOfABuffer(torch.nn.Module):
+    """Packed documents whose ids the model holds (a buffer, not an input): the block map
+    is computed from constants alone."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.register_buffer("doc", torch.stack([torch.arange(n) // 64, torch.arange(n) // 32]))
+
+    def forward(self, q, k, v):
+        return DocumentsFull()(q, k, v, self.doc)
+
+
+_COMPILE_TO_VMFB = """
+import sys, torch
+sys.path.insert(0, {tests!r})
+from test_block_map import DocumentsOfABuffer
+import fusion_compiler as fc
+q = torch.randn(2, 2, 256, 16).to(torch.float16)
+module = fc.compile(DocumentsOfABuffer(256).eval(), (q, q, q), target="cuda", cuda_arch="sm_90")
+print(module.stats["dispatches"], any("block map" in r.message for r in module.remarks))
+"""
+
+
+def test_a_block_map_of_constants_alone_compiles() -> None:
+    """IREE's const-eval computes a dispatch of constants alone at compile time, for the
+    host: on the block map's GPU kernel it crashed (segfault, IREE 3.13). The map's
+    inputs pass through an optimization barrier; it is computed per call. (In a
+    subprocess: the crash would take the test run with it.)"""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = _COMPILE_TO_VMFB.format(tests=str(Path(__file__).parent))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["2", "True"]  # the map, then the attention

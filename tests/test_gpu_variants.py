@@ -20,7 +20,7 @@ from variants import Attention
 import fusion_compiler as fc
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from gpu_variants import DTYPES, inputs  # noqa: E402
+from gpu_variants import DTYPES, inputs, model_of  # noqa: E402
 
 BOUND = {"f16": 3e-3, "bf16": 2e-2, "f32": 1e-4}
 FOLDER = Path(os.environ.get("FUSION_GPU_MODULES", ROOT / "build" / "gpu_variants"))
@@ -32,7 +32,7 @@ INDEX = json.loads((FOLDER / "index.json").read_text()) if (FOLDER / "index.json
 @pytest.mark.parametrize("case", sorted(INDEX))
 def test_variant_on_gpu(case: str) -> None:
     entry = INDEX[case]
-    model = Attention(**entry["kwargs"]).eval()
+    model = model_of(entry).eval()
     model.load_state_dict(torch.load(FOLDER / f"{case}.pt"))
     device = entry.get("device", "cuda")  # or "vulkan": CPU tensors in and out
     run = fc.load(FOLDER / f"{case}.vmfb", device=device)
@@ -40,7 +40,8 @@ def test_variant_on_gpu(case: str) -> None:
     b, h, hkv, nq, nk, d = entry["shape"]
     for n in entry.get("lengths", [None]):  # a dynamic module runs at several lengths
         shape = (b, h, hkv, n or nq, n or nk, d)
-        fresh = inputs(shape, DTYPES[entry["dtype"]], device="cuda" if device == "cuda" else "cpu")
+        on = "cuda" if device == "cuda" else "cpu"
+        fresh = inputs(shape, DTYPES[entry["dtype"]], device=on, padded=entry.get("padded", False))
         with torch.no_grad():
             want = model(*(x.double() for x in fresh))
         got = run(*fresh)

@@ -10,12 +10,13 @@ ModernBERT's local layers (a window both ways, ``|q - k| <= w``) a band."""
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
 import transformers
-from conftest import rel_error
+from conftest import ROOT, rel_error
 from hf_corpus import ARCHS, IdsOnly, build
 from test_spirv_attention import needs_glslang, needs_vulkan
 
@@ -23,6 +24,9 @@ import fusion_compiler as fc
 from fusion_compiler.backends.dispatch import specs_in
 from fusion_compiler.compiler import new_session
 from fusion_compiler.ir import ir
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from mask_forms_gpu import transformers_eager, transformers_sdpa  # noqa: E402
 
 # compiles many models: left out of the edit loop (-m 'not slow'), run in CI
 pytestmark = pytest.mark.slow
@@ -169,6 +173,34 @@ def test_transformers_causal_mask_gets_the_kernel_of_is_causal(impl: str) -> Non
         cuda_arch="sm_90", compile_to="fused",
     )  # fmt: skip
     assert _schedule(got) == _schedule(_spec(plain))
+
+
+class TransformersCausal(torch.nn.Module):
+    """transformers' causal mask from ``masking_utils`` (as Llama builds it without an
+    ``attention_mask``) and its SDPA or eager attention function, on q, k, v."""
+
+    def __init__(self, impl: str) -> None:
+        super().__init__()
+        self.impl = impl
+
+    def forward(self, q, k, v):
+        spelled = transformers_sdpa if self.impl == "sdpa" else transformers_eager
+        return spelled(self, q, k, v)
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+def test_transformers_causal_mask_of_a_large_batch_gets_the_kernel_of_is_causal(impl) -> None:
+    """Its packed-sequence ids are computed at compile time for the whole batch, every
+    row equal: kept as one row broadcast to the batch, the mask's values are one
+    (Nq, Nk) plane, not batch x Nq x Nk (8 x 2048 x 2048 here, more than the proof
+    evaluates: a block map per call and a kernel reading the ids was the result)."""
+    q = torch.randn(8, 1, 2048, 16).to(F16)
+    specs = [
+        _spec(fc.compile(m, (q, q, q), target="cuda", cuda_arch="sm_90", compile_to="fused"))
+        for m in (TransformersCausal(impl), Spelled("sdpa-is-causal"))
+    ]
+    assert _schedule(specs[0]) == _schedule(specs[1])
+    assert specs[0].mask_inputs == () and not specs[0].block_map
 
 
 def test_transformers_causal_mask_without_its_reads_gives_pytorchs_answer() -> None:

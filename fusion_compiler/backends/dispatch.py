@@ -14,6 +14,7 @@ from fusion_compiler.backends.plan import KernelPlan, OutputPlan
 from fusion_compiler.backends.spec import Kernel, Problem
 from fusion_compiler.backends.triton.spec import TritonSpec
 from fusion_compiler.backends.vulkan.spec import VulkanSpec
+from fusion_compiler.dialects import linalg
 from fusion_compiler.ir import dialects, ir
 
 _EXECUTABLE_TARGETS = {
@@ -120,6 +121,8 @@ def dispatch_kernel(
     result of ``programs`` times the kernel's bytes per program; IREE leaves it
     uninitialised, which the kernel expects."""
     i8 = ir.IntegerType.get_signless(8)
+    if arguments and not any(map(_reads_an_argument, arguments)):
+        arguments = _behind_a_barrier(arguments)
     sizes = [kernel.scratch_bytes * programs, 0][: kernel.hidden_pointers]  # global, profile
     scratch = [ir.RankedTensorType.get([max(1, size)], i8) for size in sizes]
     argument_dims = [
@@ -143,6 +146,33 @@ def dispatch_kernel(
         },
     )
     return dispatch.results[0]
+
+
+def _reads_an_argument(value: ir.Value) -> bool:
+    """Whether ``value`` is computed from a block argument (the function's inputs), not
+    from constants alone."""
+    seen: set[ir.Operation] = set()
+    stack = [value]
+    while stack:
+        op = linalg.producer(stack.pop())
+        if op is None:
+            return True
+        if op not in seen:
+            seen.add(op)
+            stack.extend(op.operands)
+    return False
+
+
+def _behind_a_barrier(values: list[ir.Value]) -> list[ir.Value]:
+    """``values`` through a ``util.optimization_barrier``. A dispatch computed from
+    constants alone (a block map of a mask the model computes from its own buffers) is
+    otherwise evaluated at compile time by IREE's const-eval, which compiles it for the
+    host: IREE 3.13 crashes on a kernel for the GPU there (segfault in
+    global-optimization)."""
+    barrier = ir.Operation.create(
+        "util.optimization_barrier", results=[v.type for v in values], operands=values
+    )
+    return list(barrier.results)
 
 
 def module_of(op: ir.Operation) -> ir.Operation:
