@@ -384,13 +384,64 @@ def is_pure(mask: ir.Value, rows: int = 1, keys: int = 2) -> bool:
     return found is not None and found.pure and found.upper is not None and found.lower is None
 
 
-# the most elements of a mask's values ``_evaluated`` computes (broadcast dims count once)
+# the most elements of a mask's values ``values_of`` computes (broadcast dims count once)
 _MAX_EVALUATED = 1 << 24
+# ``_evaluated`` scans larger masks (a tril buffer of 32768 x 32768) a block of rows at a
+# time: this many elements a block, at most this many in all
+_ROWS_BLOCK_ELEMENTS = 1 << 22
+_MAX_SCANNED = 1 << 30
 
 
-def _coordinates(shape: list[int], dim: int) -> np.ndarray:
-    """The index along ``dim`` of every element of ``shape``, broadcastable."""
-    return np.arange(shape[dim]).reshape([-1 if d == dim else 1 for d in range(len(shape))])
+def _coordinates(shape: list[int], dim: int, start: int = 0, stop: int | None = None):
+    """The index along ``dim`` of every element of ``shape`` (from ``start`` to ``stop``
+    along it), broadcastable."""
+    stop = shape[dim] if stop is None else stop
+    return np.arange(start, stop).reshape([-1 if d == dim else 1 for d in range(len(shape))])
+
+
+class _Unknown(Exception):
+    """The mask's values cannot be computed here."""
+
+
+def _row_blocks(mask: ir.Value, rows: int, keys: int, tree: expr.Tree, most: int):
+    """The mask's values as (first row, values of a block of rows broadcast to the
+    mask's shape there), consecutive blocks of at most ``_ROWS_BLOCK_ELEMENTS``: static
+    sizes, a tree of index arithmetic and constant tensors, at most ``most`` elements
+    along the dims the values vary along. Raises ``_Unknown`` where they cannot be
+    computed (what reads an input is unknown)."""
+    shape = list(ir.RankedTensorType(mask.type).shape)
+    if any(ir.ShapedType.is_dynamic_size(n) for n in shape) or 0 in shape:
+        raise _Unknown
+    arrays = [linalg.constant_array(v) for v in tree.inputs]
+    if any(a is None for a in arrays):
+        raise _Unknown
+    used = {rows, keys} | _dims(tree.expr)  # the dims the values vary along
+    per_row = math.prod(shape[d] for d in used if d != rows)
+    if per_row * shape[rows] > most or per_row > _ROWS_BLOCK_ELEMENTS:
+        raise _Unknown
+
+    def load(leaf: Load, coords: list[np.ndarray]) -> np.ndarray:
+        return arrays[leaf.slot][tuple(coords)] if coords else arrays[leaf.slot]
+
+    step = _ROWS_BLOCK_ELEMENTS // per_row
+    for start in range(0, shape[rows], step):
+        stop = min(start + step, shape[rows])
+        block = [stop - start if d == rows else n for d, n in enumerate(shape)]
+
+        def at(dim: int, start=start, stop=stop) -> np.ndarray:
+            return _coordinates(shape, dim, *((start, stop) if dim == rows else ()))
+
+        try:
+            with np.errstate(all="ignore"):
+                values = np.asarray(expr.evaluate(tree.expr, at, load))
+        except (expr.Unsupported, IndexError, ValueError):
+            raise _Unknown from None
+        if values.dtype != np.float64:  # f16, bf16 (held in f32) and f32 are exact in f32
+            values = values.astype(np.float32)
+        full = np.broadcast_shapes(
+            values.shape, tuple(block[d] if d in used else 1 for d in range(len(shape)))
+        )
+        yield start, np.broadcast_to(values, full)
 
 
 def values_of(
@@ -399,33 +450,12 @@ def values_of(
     """The mask's values, broadcast to its shape: static sizes, a tree of index
     arithmetic and constant tensors (what reads an input is unknown: None). ``tree``:
     the mask's, where the caller has it already."""
-    shape = list(ir.RankedTensorType(mask.type).shape)
-    if any(ir.ShapedType.is_dynamic_size(n) for n in shape) or 0 in shape:
-        return None
     tree = tree or expr.of_tensor(mask, max_depth=24, opaque=True)
-    arrays = [linalg.constant_array(v) for v in tree.inputs]
-    if any(a is None for a in arrays):
-        return None
-    used = {rows, keys} | _dims(tree.expr)  # the dims the values vary along
-    if math.prod(shape[d] for d in used) > _MAX_EVALUATED:
-        return None
-
-    def load(leaf: Load, coords: list[np.ndarray]) -> np.ndarray:
-        return arrays[leaf.slot][tuple(coords)] if coords else arrays[leaf.slot]
-
     try:
-        with np.errstate(all="ignore"):
-            values = np.asarray(
-                expr.evaluate(tree.expr, lambda dim: _coordinates(shape, dim), load)
-            )
-        if values.dtype != np.float64:  # f16, bf16 (held in f32) and f32 are exact in f32
-            values = values.astype(np.float32)
-    except (expr.Unsupported, IndexError, ValueError):
+        blocks = [v for _, v in _row_blocks(mask, rows, keys, tree, _MAX_EVALUATED)]
+    except _Unknown:
         return None
-    full = np.broadcast_shapes(
-        values.shape, tuple(shape[d] if d in used else 1 for d in range(len(shape)))
-    )
-    return np.broadcast_to(values, full)
+    return blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=rows)
 
 
 def kept_keys(mask: ir.Value, rows: int, keys: int) -> np.ndarray | None:
@@ -443,41 +473,65 @@ def kept_keys(mask: ir.Value, rows: int, keys: int) -> np.ndarray | None:
 
 def _evaluated(mask: ir.Value, rows: int, keys: int) -> Band | None:
     """The band from the mask's values: static sizes, a tree of index arithmetic and
-    constant tensors, -inf or a swamping fill exactly outside m + lower <= k <= m + upper."""
+    constant tensors, -inf or a swamping fill exactly outside m + lower <= k <= m + upper.
+    Scanned once, a block of rows at a time: every batch must mask what the first masks,
+    whose rows each keep one run of keys; the runs' ends then give the band."""
     tree = expr.of_tensor(mask, max_depth=24, opaque=True)
     if not tree.inputs:
         return None  # index arithmetic alone is the symbolic proof's; inputs are unknown
-    values = values_of(mask, rows, keys, tree)
-    if values is None:
-        return None
-    shape, full = list(values.shape), values.shape
     swamps = SWAMPS.get(str(ir.RankedTensorType(mask.type).element_type), -math.inf)
-    masked = values <= swamps  # -inf included
-    if not masked.any():  # no key masked anywhere: no bounds
-        return Band(None, None, bool(np.all(values == 0)))
-    finite = bool(np.any(masked & (values > -math.inf)))
-    # the bounds from the first row cut on each side (of the first batch); every row of
-    # every batch must then match
-    plane = ~masked[tuple(slice(None) if d in (rows, keys) else 0 for d in range(len(shape)))]
-    kept = plane if rows < keys else plane.T  # (rows, keys)
-    n_k = kept.shape[1]
-    keeping = np.flatnonzero(kept.any(axis=1))
-    if keeping.size == 0:
+    shape = list(ir.RankedTensorType(mask.type).shape)
+    n_q, n_k = shape[rows], shape[keys]
+    # per row: whether it keeps a key, its first and last kept key
+    keeping = np.zeros(n_q, dtype=bool)
+    first, last = np.zeros(n_q, dtype=np.int64), np.zeros(n_q, dtype=np.int64)
+    masked_any = finite = False
+    pure = True  # 0 wherever not masked
+    first_batch = tuple(
+        slice(None) if d in (rows, keys) else slice(0, 1) for d in range(len(shape))
+    )
+    try:
+        for start, values in _row_blocks(mask, rows, keys, tree, _MAX_SCANNED):
+            masked = values <= swamps  # -inf included
+            masked_any = masked_any or bool(masked.any())
+            finite = finite or bool(np.any(masked & (values > -math.inf)))
+            pure = pure and bool(np.all(values[~masked] == 0))
+            plane = masked[first_batch]
+            if not np.array_equal(masked, np.broadcast_to(plane, masked.shape)):
+                return None  # another batch masks otherwise
+            plane = ~plane.reshape(plane.shape[min(rows, keys)], plane.shape[max(rows, keys)])
+            kept = plane if rows < keys else plane.T  # (rows of the block, keys)
+            at = slice(start, start + kept.shape[0])
+            keeping[at] = kept.any(axis=1)
+            first[at] = kept.argmax(axis=1)
+            last[at] = n_k - 1 - kept[:, ::-1].argmax(axis=1)
+            runs = kept.sum(axis=1) == last[at] - first[at] + 1
+            if not np.all(runs | ~keeping[at]):
+                return None  # a row keeps keys on both sides of a masked one
+    except _Unknown:
         return None
-    first = kept.argmax(axis=1)  # the first kept key of each row
-    last = n_k - 1 - kept[:, ::-1].argmax(axis=1)
-    cut_above = [m for m in keeping if last[m] < n_k - 1]
-    cut_below = [m for m in keeping if first[m] > 0]
+    if not masked_any:  # no key masked anywhere: no bounds
+        return Band(None, None, pure)
+    # the bounds from the first row cut on each side; every row must then match
+    kept_rows = np.flatnonzero(keeping)
+    if kept_rows.size == 0:
+        return None
+    cut_above = kept_rows[last[kept_rows] < n_k - 1]
+    cut_below = kept_rows[first[kept_rows] > 0]
     # no row cut above: the bound is where the first keeping row's keys end
-    top = cut_above[0] if cut_above else keeping[0]
-    upper = int(last[top]) - int(top)
-    lower = int(first[cut_below[0]]) - int(cut_below[0]) if cut_below else None
-    found = Band(upper, lower, bool(np.all(values[~masked] == 0)))
-    key, row = _coordinates(shape, keys), _coordinates(shape, rows)
-    outside = key > row + upper
-    if lower is not None:
-        outside = outside | (key < row + lower)
-    if not np.array_equal(masked, np.broadcast_to(outside, full)):
+    top = int(cut_above[0]) if cut_above.size else int(kept_rows[0])
+    upper = int(last[top]) - top
+    lower = int(first[cut_below[0]]) - int(cut_below[0]) if cut_below.size else None
+    found = Band(upper, lower, pure)
+    row = np.arange(n_q)
+    low = np.maximum(0, row + lower) if lower is not None else np.zeros_like(row)
+    high = np.minimum(n_k - 1, row + upper)
+    if not np.array_equal(keeping, low <= high):
+        return None
+    if not (
+        np.array_equal(first[keeping], low[keeping])
+        and np.array_equal(last[keeping], high[keeping])
+    ):
         return None
     if finite and not (found.pure and _every_row_keeps_a_key(found, mask, rows, keys)):
         return None

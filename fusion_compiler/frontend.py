@@ -935,6 +935,9 @@ class _ExternalWeights(FxImporterHooks):
 # buffer of 2048 x 2048 is 2^22; weights are larger and never read)
 _KEPT_FLOAT_ELEMENTS = 1 << 22
 _KEPT_ELEMENTS = 1 << 24  # of an integer one (quantized weights are larger)
+# of a one-byte one: a bool mask buffer up to 32768 x 32768 (a tril of the context),
+# whose band the passes find by scanning it
+_KEPT_BYTE_ELEMENTS = 1 << 30
 
 
 class _KeepingTracker(RefTracker):
@@ -947,11 +950,15 @@ class _KeepingTracker(RefTracker):
         self.kept: list[torch.Tensor] = []
 
     def track(self, referrent):
-        if isinstance(referrent, torch.Tensor) and referrent.numel() <= (
-            _KEPT_FLOAT_ELEMENTS if referrent.is_floating_point() else _KEPT_ELEMENTS
-        ):
+        if isinstance(referrent, torch.Tensor) and referrent.numel() <= _kept_elements(referrent):
             self.kept.append(referrent)
         return super().track(referrent)
+
+
+def _kept_elements(tensor: torch.Tensor) -> int:
+    if tensor.is_floating_point():
+        return _KEPT_FLOAT_ELEMENTS
+    return _KEPT_BYTE_ELEMENTS if tensor.element_size() == 1 else _KEPT_ELEMENTS
 
 
 def _resource_elements(tracker: _KeepingTracker) -> dict[str, np.ndarray]:

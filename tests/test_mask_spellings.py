@@ -203,6 +203,30 @@ def test_transformers_causal_mask_of_a_large_batch_gets_the_kernel_of_is_causal(
     assert specs[0].mask_inputs == () and not specs[0].block_map
 
 
+class LongTrilBuffer(torch.nn.Module):
+    """A bool tril buffer of the context, 8192 x 8192 (2^26 elements, a long-context
+    model's): too many to evaluate at once."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.register_buffer("keep", torch.ones(n, n, dtype=torch.bool).tril()[None, None])
+
+    def forward(self, q, k, v):
+        s = _scores(q, k).masked_fill(~self.keep[:, :, : q.shape[-2], : k.shape[-2]], -math.inf)
+        return _attend(s, v)
+
+
+def test_a_long_tril_buffer_gets_the_kernel_of_is_causal() -> None:
+    """Its values are scanned a block of rows at a time (was: more than 2^24 elements
+    were not evaluated, and the kernel read the 64 MB mask per tile)."""
+    q = torch.randn(1, 1, 8192, 16).to(F16)
+    specs = [
+        _spec(fc.compile(m, (q, q, q), target="cuda", cuda_arch="sm_90", compile_to="fused"))
+        for m in (LongTrilBuffer(8192).eval(), Spelled("sdpa-is-causal"))
+    ]
+    assert _schedule(specs[0]) == _schedule(specs[1])
+
+
 def test_transformers_causal_mask_without_its_reads_gives_pytorchs_answer() -> None:
     """The packed-sequence ids computed at compile time, the mask proven causal and
     dropped: the CPU module's hidden states are PyTorch's."""
