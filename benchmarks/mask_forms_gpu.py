@@ -487,8 +487,53 @@ def render(records: list[dict]) -> str:
     return (
         "TFLOP/s from device time, over the query-key pairs each mask keeps:\n\n"
         + "\n".join(lines)
+        + _grid(by_case)
         + "\n\nEvery system, the three timings (ms):\n\n"
         + harness.table(records)
+    )
+
+
+def _grid(by_case: dict[str, dict[str, dict]]) -> str:
+    """The causal spellings at each shape of the grid (and the square shape): ours in
+    device ms per spelling, their spread (slowest over fastest) and cuDNN's time."""
+    groups: dict[tuple, dict[str, dict]] = {}
+    for case, found in by_case.items():
+        first = next(iter(found.values()))
+        if first["mask"] != "causal":
+            continue
+        spelling, _, shape = case.partition("@")
+        key = (shape or f"B{B}H{H}N{N}", "offset" if first["Nq"] < first["Nk"] else "square")
+        groups.setdefault(key, {})[spelling] = found
+    if not groups:
+        return ""
+    spellings = list(dict.fromkeys(s for g in groups.values() for s in g))
+    lines = [
+        "| shape | " + " | ".join(spellings) + " | spread | cuDNN |",
+        "|---|" + "---|" * (len(spellings) + 2),
+    ]
+    for (shape, kind), found in groups.items():
+        times = {
+            s: r["ours_sm90"]["device_ms"]
+            for s, r in found.items()
+            if "ours_sm90" in r and "error" not in r["ours_sm90"]
+        }
+        cudnn = [
+            r["torch_sdpa_cudnn"]["device_ms"]
+            for r in found.values()
+            if "torch_sdpa_cudnn" in r and "error" not in r["torch_sdpa_cudnn"]
+        ]
+        cells = [f"{times[s]:.3f}" if s in times else "-" for s in spellings]
+        spread = f"{max(times.values()) / min(times.values()):.3f}" if times else "-"
+        lines.append(
+            f"| {shape} {kind} | "
+            + " | ".join(cells)
+            + f" | {spread} | "
+            + (f"{cudnn[0]:.3f}" if cudnn else "-")
+            + " |"
+        )
+    return (
+        "\n\nCausal spellings, ours in device ms (the offset rows: a quarter of the keys'"
+        " queries, each seeing the keys up to its position after the rest):\n\n" + "\n".join(lines)
     )
 
 
