@@ -481,6 +481,8 @@ def _evaluated(mask: ir.Value, rows: int, keys: int) -> Band | None:
         return None  # index arithmetic alone is the symbolic proof's; inputs are unknown
     swamps = SWAMPS.get(str(ir.RankedTensorType(mask.type).element_type), -math.inf)
     shape = list(ir.RankedTensorType(mask.type).shape)
+    if any(ir.ShapedType.is_dynamic_size(n) for n in shape):
+        return None
     n_q, n_k = shape[rows], shape[keys]
     # per row: whether it keeps a key, its first and last kept key
     keeping = np.zeros(n_q, dtype=bool)
