@@ -176,7 +176,18 @@ class TritonSpec(Problem):
             "BLOCK_M": self.block_m,
             "BLOCK_N": self.block_n,
             "MAP_GROUP": self.map_group,
+            "MAP_ROWS": self.map_rows,
+            "CHUNK": self.map_chunk,
         }
+
+    @property
+    def map_chunk(self) -> int:
+        """The keys ``block_map`` classifies a step: whole key blocks, about 8192 elements
+        of the mask a step (a mask that ignores the rows is evaluated on one row: the
+        padding of 2048 keys in one step, not 32 of a block each)."""
+        rows = self.block_m if self.map_rows else 1
+        keys = 1 << max(0, (max(self.n_k, 1) - 1).bit_length())
+        return max(self.block_n, min(keys, MAP_STEP_ELEMENTS // rows))
 
     @property
     def combine_grid(self) -> tuple[int, int, int]:
@@ -241,6 +252,10 @@ class TritonSpec(Problem):
             "MAP_GROUP": self.map_group,
             "MAP_ROWS": self.map_rows,
         }
+
+
+# the mask elements ``block_map`` evaluates a step (a 64 x 128 tile: its registers)
+MAP_STEP_ELEMENTS = 8192
 
 
 def padded(n: int) -> int:

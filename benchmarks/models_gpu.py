@@ -1,0 +1,204 @@
+"""Whole models on the GPU: ours against torch eager and torch.compile, every system timed
+the three ways of harness.py (device, back-to-back loop, one blocking call).
+
+On the CPU machine:  .venv/bin/python benchmarks/models_gpu.py prepare build/models
+On the GPU machine:  python3 benchmarks/models_gpu.py run build/models OUT
+
+Models at the sizes of the public checkpoints, from transformers' configs, in fp16:
+GPT-2 small, BERT-base, ViT-B/16, Whisper-small's encoder and Llama-3.2-1B's shape (16
+layers, d 2048, 32 query / 8 KV heads, vocabulary 128256), each called as a user calls it
+for prefill (token ids alone; pixels; mel features) and returning its last hidden state.
+The modules are compiled with ``weights="external"``: they hold none of the weights. On
+the GPU machine each model is built from its config there (random weights, a seed), and
+the same weights serve every system: ``fc.load(module, weights=state_dict)`` for ours,
+the model itself for torch. Each output is checked against that model in float32.
+TFLOP/s counts 2 x parameters x tokens (the matrix products; attention's own products
+left out), over device time.
+
+Systems: ours_sm90 (fc.compile, cuda_arch="sm_90": attention as generated kernels, the
+rest by IREE), torch_eager, torch_compile (torch.compile, default mode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import harness
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import fusion_compiler as fc  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Case:
+    model: str  # a key of MODELS
+    batch: int
+    tokens: int  # text: ids per sequence; ViT: 224 x 224 images; Whisper: audio frames x 2
+
+
+def _gpt2():
+    import transformers
+
+    config = transformers.GPT2Config(n_positions=2048)
+    return transformers.GPT2Model(config), "ids"
+
+
+def _bert():
+    import transformers
+
+    return transformers.BertModel(transformers.BertConfig(), add_pooling_layer=False), "ids"
+
+
+def _vit():
+    import transformers
+
+    return transformers.ViTModel(transformers.ViTConfig(), add_pooling_layer=False), "pixels"
+
+
+def _whisper_encoder():
+    import transformers
+
+    config = transformers.WhisperConfig(  # whisper-small
+        d_model=768,
+        encoder_layers=12,
+        encoder_attention_heads=12,
+        encoder_ffn_dim=3072,
+        decoder_layers=12,
+        decoder_attention_heads=12,
+        decoder_ffn_dim=3072,
+        num_mel_bins=80,
+    )
+    return transformers.WhisperModel(config).get_encoder(), "mel"
+
+
+def _llama_1b():
+    import transformers
+
+    config = transformers.LlamaConfig(  # Llama-3.2-1B's shape
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=64,
+        vocab_size=128256,
+        max_position_embeddings=8192,
+        rope_theta=500000.0,
+        tie_word_embeddings=True,
+    )
+    return transformers.LlamaModel(config), "ids"
+
+
+MODELS: dict[str, Callable] = {
+    "gpt2_small": _gpt2,
+    "bert_base": _bert,
+    "vit_b16": _vit,
+    "whisper_small_encoder": _whisper_encoder,
+    "llama_3.2_1b_shape": _llama_1b,
+}
+CASES = {
+    f"{c.model}_B{c.batch}_N{c.tokens}": c
+    for c in (
+        Case("gpt2_small", 1, 512),
+        Case("gpt2_small", 4, 2048),
+        Case("bert_base", 1, 512),
+        Case("bert_base", 8, 512),
+        Case("vit_b16", 1, 197),
+        Case("vit_b16", 32, 197),
+        Case("whisper_small_encoder", 1, 1500),
+        Case("llama_3.2_1b_shape", 1, 512),
+        Case("llama_3.2_1b_shape", 4, 2048),
+        Case("llama_3.2_1b_shape", 1, 8192),
+    )
+}
+
+
+class Prefill(torch.nn.Module):
+    """The model called as a user calls it for prefill, its last hidden state out."""
+
+    def __init__(self, model: torch.nn.Module, kind: str) -> None:
+        super().__init__()
+        self.model, self.kind = model, kind
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kind == "ids":
+            return self.model(input_ids=x)[0]
+        if self.kind == "pixels":
+            return self.model(pixel_values=x)[0]
+        return self.model(input_features=x)[0]
+
+
+def _model(case: Case) -> Prefill:
+    torch.manual_seed(0)
+    model, kind = MODELS[case.model]()
+    return Prefill(model, kind).eval().half()
+
+
+def _input(case: Case, kind: str, device: str) -> torch.Tensor:
+    if kind == "ids":
+        return torch.randint(2, 30000, (case.batch, case.tokens), device=device)
+    if kind == "pixels":
+        return torch.randn(case.batch, 3, 224, 224, device=device, dtype=torch.float16)
+    # Whisper: 80 mel bins of 3000 frames, which its convolutions halve to 1500 positions
+    return torch.randn(case.batch, 80, 2 * case.tokens, device=device, dtype=torch.float16)
+
+
+def _selected(args: argparse.Namespace) -> dict[str, Case]:
+    return {name: case for name, case in CASES.items() if args.only in name}
+
+
+def prepare(folder: Path, args: argparse.Namespace) -> None:
+    for name, case in _selected(args).items():
+        model = _model(case)
+
+        def build(model=model, case=case):
+            example = (_input(case, model.kind, "cpu"),)
+            compiled = fc.compile(
+                model, example, target="cuda", cuda_arch="sm_90", weights="external"
+            )
+            compiled.weights = None  # made on the GPU machine from the config: not written
+            return compiled
+
+        harness.save_module(folder, f"{name}.ours_sm90", build)
+
+
+def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
+    records = []
+    for name, case in _selected(args).items():
+        model = _model(case).cuda()
+        inputs = [(_input(case, model.kind, "cuda"),) for _ in range(3)]
+        with torch.no_grad():
+            reference = model.float()(*inputs[0]).float()
+        model.half()
+        weights = model.state_dict()
+        path = folder / f"{name}.ours_sm90.vmfb"
+        systems: dict[str, Callable] = {}
+        try:
+            systems["ours_sm90"] = fc.load(path, device="cuda", weights=weights)["main"]
+        except Exception as exc:  # noqa: BLE001 - not prepared, or does not load: a record
+            reason = f"{type(exc).__name__}: {exc}"
+
+            def fails(*args, reason=reason):
+                raise RuntimeError(reason)
+
+            systems["ours_sm90"] = fails
+        systems.update(torch_eager=model, torch_compile=torch.compile(model))
+        parameters = sum(p.numel() for p in model.parameters())
+        tokens = case.batch * (197 if model.kind == "pixels" else case.tokens)
+        flops = 2 * parameters * tokens
+        fields = dict(case=name, model=case.model, B=case.batch, N=case.tokens)
+        for system, call in systems.items():
+            records.append(harness.measure(fields, system, call, inputs, reference, flops, True))
+        harness.write(records, out, "models")
+        del systems, model
+        torch.cuda.empty_cache()
+    return records
+
+
+if __name__ == "__main__":
+    sys.exit(harness.main(__doc__.splitlines()[0], prepare, run))
