@@ -94,7 +94,8 @@ def lower_attention_to_kernel(op: ir.Operation, plan: KernelPlan, symbol: str) -
     if spec.splits > 1:
         kernels["combine"] = compile_kernel(spec, "combine")
     if spec.block_map:
-        kernels["block_map"] = compile_kernel(spec, "block_map")
+        kernels["block_classes"] = compile_kernel(spec, "block_classes")
+        kernels["block_lists"] = compile_kernel(spec, "block_lists")
     output = dispatch.build_dispatch(op, kernels, plan, symbol)
     # the op and what it replaced, and producers only the kernel's views still read
     erase_dead([output.replaced, op] if output.replaced != op else [op])

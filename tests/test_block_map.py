@@ -376,4 +376,4 @@ def test_a_block_map_of_constants_alone_compiles() -> None:
     script = _COMPILE_TO_VMFB.format(tests=str(Path(__file__).parent))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["2", "True"]  # the map, then the attention
+    assert done.stdout.split() == ["3", "True"]  # the map (classes, lists), the attention

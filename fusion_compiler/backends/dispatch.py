@@ -181,17 +181,27 @@ def module_of(op: ir.Operation) -> ir.Operation:
     return op
 
 
-def _block_map(kernel: Kernel, spec: TritonSpec, inputs: list[ir.Value], symbol: str) -> ir.Value:
-    """A dispatch of the ``block_map`` kernel, at the current insertion point: the int32
-    block map it computes from the mask's inputs (``inputs`` after Q, K and V)."""
-    name = f"{symbol}_block_map"
-    grid = spec.map_grid
+def _block_map(
+    kernels: dict[str, Kernel], spec: TritonSpec, inputs: list[ir.Value], symbol: str
+) -> ir.Value:
+    """The dispatches of the ``block_classes`` and ``block_lists`` kernels, at the current
+    insertion point: the int32 block map they compute from the mask's inputs (``inputs``
+    after Q, K and V)."""
     module = module_of(ir.InsertionPoint.current.block.owner)
-    add_executable(module, name, kernel, len(inputs) - 3, grid)
     i32 = ir.IntegerType.get_signless(32)
-    map_type = ir.RankedTensorType.get([spec.map_elements], i32)
-    programs = grid[0] * grid[1] * grid[2]
-    return dispatch_kernel(name, kernel, [], inputs[3:], map_type, [], {}, programs)
+    value = None
+    steps = (
+        ("block_classes", spec.classes_grid, inputs[3:], spec.map_scratch_elements),
+        ("block_lists", spec.map_grid, None, spec.map_elements),
+    )
+    for entry, grid, arguments, elements in steps:
+        name, kernel = f"{symbol}_{entry}", kernels[entry]
+        arguments = [value] if arguments is None else arguments
+        add_executable(module, name, kernel, len(arguments), grid)
+        result_type = ir.RankedTensorType.get([elements], i32)
+        programs = grid[0] * grid[1] * grid[2]
+        value = dispatch_kernel(name, kernel, [], arguments, result_type, [], {}, programs)
+    return value
 
 
 def build_dispatch(
@@ -204,8 +214,9 @@ def build_dispatch(
     pointers Triton appends. Inputs are the tensors the kernel's views read in place; the
     result replaces the plan's output. With a ``kernels["combine"]`` (a split-KV
     TritonSpec) the kernel writes a float32 buffer of partial results that a second
-    dispatch of it merges into the output; with a ``kernels["block_map"]`` a dispatch of
-    it before the attention computes the block map the attention reads.
+    dispatch of it merges into the output; with ``kernels["block_classes"]`` and
+    ``["block_lists"]`` their dispatches before the attention compute the block map it
+    reads.
     """
     spec, inputs, plan, form = (
         kernel_plan.spec,
@@ -235,9 +246,9 @@ def build_dispatch(
                 ir.ShapedType.is_dynamic_size(x)
                 for x in ir.RankedTensorType(plan.result_type).shape
             )
-        if "block_map" in kernels:  # static sizes: the map after the mask's inputs
+        if "block_lists" in kernels:  # static sizes: the map after the mask's inputs
             assert isinstance(spec, TritonSpec)
-            arguments.insert(len(inputs), _block_map(kernels["block_map"], spec, inputs, symbol))
+            arguments.insert(len(inputs), _block_map(kernels, spec, inputs, symbol))
         rows = spec.block_m if spec.dynamic else None
         grid = spec.grid_for(max(spec.n_q, 1))  # dynamic: x from the workload
         if kernel.scratch_bytes and spec.dynamic:

@@ -373,7 +373,7 @@ func.func @decode_position(%q: tensor<8x1x32xf16>, %k: tensor<8x300x32xf16>, %v:
 
 // -----
 
-// A padding mask from a (batch, keys) input, over several key blocks: a block_map kernel
+// A padding mask from a (batch, keys) input, over several key blocks: block_classes and block_lists kernels
 // runs first and lists, per row block, the key blocks holding a kept key (those with no
 // mask work first); the attention reads its map after the mask's input and visits only those.
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
@@ -405,5 +405,6 @@ func.func @padding_block_map(%q: tensor<4x256x64xf16>, %k: tensor<4x512x64xf16>,
   return %o : tensor<4x256x64xf16>
 }
 // CHECK-LABEL: func.func @padding_block_map(
-// CHECK: %[[MAP:.+]]:3 = flow.dispatch @fusion_attention_0_block_map::@block_map(%{{.+}}) : (tensor<4x512xi1>) -> (tensor<{{[0-9]+}}xi32>, tensor<1xi8>, tensor<1xi8>)
+// CHECK: %[[CLASSES:.+]]:3 = flow.dispatch @fusion_attention_0_block_classes::@block_classes(%{{.+}}) : (tensor<4x512xi1>) -> (tensor<{{[0-9]+}}xi32>, tensor<1xi8>, tensor<1xi8>)
+// CHECK: %[[MAP:.+]]:3 = flow.dispatch @fusion_attention_0_block_lists::@block_lists(%[[CLASSES]]#0) : (tensor<{{[0-9]+}}xi32>) -> (tensor<{{[0-9]+}}xi32>, tensor<1xi8>, tensor<1xi8>)
 // CHECK: flow.dispatch @fusion_attention_0::@attention(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[MAP]]#0, %{{.+}}) {{.*}}\22block_map\22: true

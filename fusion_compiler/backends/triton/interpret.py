@@ -51,9 +51,12 @@ def main(path: Path) -> None:
             masks = [q if mask is None else mask]
         sizes = q if sizes is None else sizes
         if spec.block_map:  # computed first, read by the attention after the mask's inputs
+            scratch = torch.empty(spec.map_scratch_elements, dtype=torch.int32)
             block_map = torch.empty(spec.map_elements, dtype=torch.int32)
-            mapper = load_source(spec, Path(directory), "block_map")
-            mapper[spec.map_grid](*masks, block_map, **spec.map_constants())
+            classes = load_source(spec, Path(directory), "block_classes")
+            classes[spec.classes_grid](*masks, scratch, **spec.map_constants())
+            lists = load_source(spec, Path(directory), "block_lists")
+            lists[spec.map_grid](scratch, block_map, **spec.lists_constants())
             masks = [*masks, block_map]
             torch.save(block_map, path.with_suffix(".map.pt"))
         if spec.splits > 1:

@@ -138,7 +138,8 @@ def _key_parts(source: str, spec: TritonSpec, entry: str) -> list[str]:
 
 def compile_kernel(spec: TritonSpec, entry: str = "attention") -> Kernel:
     """The cubin of ``spec``'s ``entry`` kernel (``attention``; ``combine`` after a
-    split-KV attention; ``block_map`` before one with a block map), from the cache when
+    split-KV attention; ``block_classes`` and ``block_lists`` before one with a block map),
+    from the cache when
     the same kernel was built before."""
     source = kernel_source(spec)
 
@@ -202,7 +203,7 @@ def run_interpreted(spec: TritonSpec, q, k, v, mask=None, sizes=None, with_map=F
     n_k, d) or its transpose, V (batch // kv_group, n_k, dv), mask (batch, n_q, n_k), or
     for a spec that computes its mask the list of tensors it reads; for a dynamic spec,
     ``sizes`` = int32 (n_q, n_k). The output; ``with_map``: and the block map the
-    ``block_map`` kernel computed for a spec with one.
+    ``block_lists`` kernel computed for a spec with one.
 
     Triton picks the interpreter when it is imported, so the kernel runs in a child
     process (``fusion_compiler.backends.triton.interpret``).
@@ -274,10 +275,13 @@ def _triton_compile(spec: TritonSpec, source_path: Path, entry: str):  # -> Comp
     if entry == "combine":
         signature = {"Partial": "*fp32", "Out": output}
         constants = spec.combine_constants()
-    elif entry == "block_map":
+    elif entry == "block_classes":
         signature = {f"L{i}": t for i, t in enumerate(spec.mask_inputs)}
-        signature["Map"] = "*i32"
+        signature["Scratch"] = "*i32"
         constants = spec.map_constants()
+    elif entry == "block_lists":
+        signature = {"Scratch": "*i32", "Map": "*i32"}
+        constants = spec.lists_constants()
     else:
         signature = {
             "Q": f"*{element}",

@@ -159,16 +159,57 @@ class TritonSpec(Problem):
     def map_elements(self) -> int:
         """The int32 block map: per (batch, row block) two counts and a slot per key block."""
         row_blocks, batches = self.map_grid[:2]
-        return batches * row_blocks * (2 + -(-self.n_k // self.block_n))
+        return batches * row_blocks * (2 + self.key_blocks)
+
+    @property
+    def key_blocks(self) -> int:
+        return -(-self.n_k // self.block_n)
 
     @property
     def map_grid(self) -> tuple[int, int, int]:
-        """The block map kernel's grid: an entry per program."""
+        """The ``block_lists`` kernel's grid: an entry of the map per program."""
         row_blocks = -(-self.n_q // self.block_m) if self.map_rows else 1
         return (row_blocks, self.batch // self.map_group, 1)
 
+    @property
+    def classes_grid(self) -> tuple[int, int, int]:
+        """The ``block_classes`` kernel's grid: ``map_parts`` programs per entry."""
+        return (*self.map_grid[:2], self.map_parts)
+
+    @property
+    def map_rows_evaluated(self) -> int:
+        """The rows of a row block ``block_classes`` evaluates the mask on: one where
+        neither the mask nor the bounds read the row."""
+        return self.block_m if self.map_rows else 1
+
+    @property
+    def map_chunk(self) -> int:
+        """The keys ``block_classes`` classifies a step: whole key blocks, about
+        ``MAP_STEP_ELEMENTS`` of the mask (a padding of 2048 keys in one step)."""
+        keys = 1 << max(0, (max(self.n_k, 1) - 1).bit_length())
+        return max(self.block_n, min(keys, MAP_STEP_ELEMENTS // self.map_rows_evaluated))
+
+    @property
+    def map_steps(self) -> int:
+        """The steps of each ``block_classes`` program: ``MAP_STEPS``, more where the
+        parts of an entry would exceed ``MAP_PARTS``."""
+        chunks = -(-max(self.n_k, 1) // self.map_chunk)
+        return max(MAP_STEPS, -(-chunks // MAP_PARTS))
+
+    @property
+    def map_parts(self) -> int:
+        chunks = -(-max(self.n_k, 1) // self.map_chunk)
+        return -(-chunks // self.map_steps)
+
+    @property
+    def map_scratch_elements(self) -> int:
+        """The int32 buffer between the map's kernels: a class per (entry, key block),
+        then the keys each part found per evaluated row."""
+        entries = self.map_grid[0] * self.map_grid[1]
+        return entries * (self.key_blocks + self.map_parts * self.map_rows_evaluated)
+
     def map_constants(self) -> dict[str, object]:
-        """The ``tl.constexpr`` parameters of the template's ``block_map`` kernel."""
+        """The ``tl.constexpr`` parameters of the template's ``block_classes`` kernel."""
         constants = self.constants()
         names = ("N_Q", "N_K", "CAUSAL", "CAUSAL_OFFSET", "WINDOW", "WINDOW_START", "HAS_MASK")
         return {
@@ -178,16 +219,23 @@ class TritonSpec(Problem):
             "MAP_GROUP": self.map_group,
             "MAP_ROWS": self.map_rows,
             "CHUNK": self.map_chunk,
+            "STEPS": self.map_steps,
+            "PARTS": self.map_parts,
         }
 
-    @property
-    def map_chunk(self) -> int:
-        """The keys ``block_map`` classifies a step: whole key blocks, about 8192 elements
-        of the mask a step (a mask that ignores the rows is evaluated on one row: the
-        padding of 2048 keys in one step, not 32 of a block each)."""
-        rows = self.block_m if self.map_rows else 1
-        keys = 1 << max(0, (max(self.n_k, 1) - 1).bit_length())
-        return max(self.block_n, min(keys, MAP_STEP_ELEMENTS // rows))
+    def lists_constants(self) -> dict[str, object]:
+        """The ``tl.constexpr`` parameters of the template's ``block_lists`` kernel."""
+        return {
+            "N_Q": self.n_q,
+            "N_K": self.n_k,
+            "HAS_MASK": self.constants()["HAS_MASK"],
+            "BLOCK_M": self.block_m,
+            "BLOCK_N": self.block_n,
+            "MAP_ROWS": self.map_rows,
+            "PARTS": self.map_parts,
+            "BLOCKS_PAD": 1 << max(0, (self.key_blocks - 1).bit_length()),
+            "PARTS_PAD": 1 << max(0, (self.map_parts - 1).bit_length()),
+        }
 
     @property
     def combine_grid(self) -> tuple[int, int, int]:
@@ -254,8 +302,11 @@ class TritonSpec(Problem):
         }
 
 
-# the mask elements ``block_map`` evaluates a step (a 64 x 128 tile: its registers)
+# the mask elements ``block_classes`` evaluates a step (a 64 x 128 tile: its registers),
+# the steps of each of its programs, and at most this many programs per map entry
 MAP_STEP_ELEMENTS = 8192
+MAP_STEPS = 2
+MAP_PARTS = 64
 
 
 def padded(n: int) -> int:
