@@ -48,7 +48,10 @@ func.func @window(%q: tensor<2x8x16xf32>, %k: tensor<2x8x16xf32>, %v: tensor<2x8
 // CHECK: scf.for %[[I:[a-z0-9_]+]] =
 // CHECK: %[[W:.+]] = arith.constant -2 : index
 // CHECK: %[[START:.+]] = arith.addi %[[I]], %[[W]] : index
-// CHECK: %[[FIRST:.+]] = arith.maxsi %[[START]], %{{.+}} : index
+// CHECK: %[[POS:.+]] = arith.maxsi %[[START]], %{{.+}} : index
+// from the key block holding it: the key tiles stay aligned, of static sizes
+// CHECK: %[[BLOCK:.+]] = arith.divui %[[POS]], %[[BK:.+]] : index
+// CHECK: %[[FIRST:.+]] = arith.muli %[[BLOCK]], %{{.+}} : index
 // CHECK: scf.for %{{.+}} = %[[FIRST]] to %{{.+}} step
 
 // A registered tril buffer, as torch's importer writes it (a dense_resource of i8): its
