@@ -141,10 +141,13 @@ def insert_slice(source: ir.Value, dest: ir.Value, offsets: list[Size]) -> ir.Va
 
 
 def tile_size(start: ir.Value, bound: Size, step: int) -> Size:
-    """min(step, bound - start): the size of a (possibly ragged) last tile.
+    """min(step, bound - start): the size of a (possibly ragged) last tile, for a
+    ``start`` that is a multiple of ``step`` (every tile loop starts at one).
 
     Static when ``step`` divides a static ``bound``: static tiles let IREE size its
-    buffers and vectors at compile time.
+    buffers and vectors at compile time. From an unaligned start that static size reads
+    past ``bound`` (a window's key loop did: its last tile read keys, values and mask
+    past their ends, and the output's tail came back wrong now and then).
     """
     if isinstance(bound, int) and bound % step == 0:
         return step

@@ -275,10 +275,10 @@ def build(
             first_key = index(0)
             if form.window_start is not None:
                 # a window: rows i .. i+tm-1 see no key before i + w (the mask, kept, does
-                # the rest), from the key block holding it: blocks stay aligned (from i + w
-                # itself every key tile had a size known only at run time, and under load
-                # about one call in a hundred came back from IREE 3.13's local-task with
-                # the tail of its output wrong: tests/test_mask_forms.py, 2026-12-05)
+                # the rest), from the key block holding it: ``tile_size`` takes tiles to
+                # start at multiples of the block (from i + w itself, the last tile read
+                # past the keys' end, and about one call in a hundred under load came back
+                # with the tail of its output wrong: tests/test_mask_forms.py, 2026-12-05)
                 first_key = dialects.arith.AddIOp(i, index(form.window_start)).result
                 first_key = dialects.arith.MaxSIOp(first_key, index(0)).result
                 first_key = dialects.arith.MulIOp(
