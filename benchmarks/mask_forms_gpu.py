@@ -9,8 +9,10 @@ fp16, B4 H16 D128, N 2048 (the offset cases: 512 queries over 2048 keys, each qu
 the keys up to its position + 1536, as a chunk of a prompt after a cache). Each case is
 one spelling (``SPELLINGS``): causal as a registered tril buffer with masked_fill(-inf),
 torch.full(-inf).triu(1) added, torch.where(keep, s, finfo.min), an arange compare with
-masked_fill, F.scaled_dot_product_attention(is_causal=True) and SDPA with a boolean
-attn_mask; the offset mask as an arange compare and as tril(diagonal); a padding mask
+masked_fill, F.scaled_dot_product_attention(is_causal=True), SDPA with a boolean
+attn_mask, and transformers' own causal mask (``masking_utils.create_causal_mask`` from the
+positions, as Llama builds it without an attention_mask) with its SDPA and its eager
+attention function; the offset mask as an arange compare and as tril(diagonal); a padding mask
 (the last 300 keys of every sequence) as SDPA's boolean attn_mask, masked_fill(~keep,
 -inf), an added where(keep, 0, -inf) and an added (1 - keep)·finfo.min; a sliding window
 of 512 keys (each query's own and the 511 before it) as an arange compare with
@@ -20,7 +22,10 @@ causal within each) as SDPA's boolean mask; chunked local attention (chunks of 5
 causal within each) and a prefix-LM mask (the first 256 keys seen by every query) as
 arange compares with masked_fill; no mask at all, half of every sequence padded, and
 packed documents attending to all of themselves (masked_fill), the cases a block map's
-time is compared with.
+time is compared with. The causal spellings again at the causal shapes of the masks
+issue's grid (``GRID``: B2 H16 N2048, B1 H16 N4096, B1 H32 N8192 bf16, B1 H8 N32768; the
+offsets with a quarter of the keys' queries), named spelling@shape, against cuDNN once
+per shape.
 
 Systems: ours_sm90 (fc.compile of the spelling, cuda_arch="sm_90"; a spelling that does
 not compile is a record saying so), torch_sdpa_cudnn (SDPA under cuDNN with the case's
