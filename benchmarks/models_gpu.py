@@ -29,6 +29,7 @@ from pathlib import Path
 
 import harness
 import torch
+import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fusion_compiler as fc  # noqa: E402
@@ -42,27 +43,19 @@ class Case:
 
 
 def _gpt2():
-    import transformers
-
     config = transformers.GPT2Config(n_positions=2048)
     return transformers.GPT2Model(config), "ids"
 
 
 def _bert():
-    import transformers
-
     return transformers.BertModel(transformers.BertConfig(), add_pooling_layer=False), "ids"
 
 
 def _vit():
-    import transformers
-
     return transformers.ViTModel(transformers.ViTConfig(), add_pooling_layer=False), "pixels"
 
 
 def _whisper_encoder():
-    import transformers
-
     config = transformers.WhisperConfig(  # whisper-small
         d_model=768,
         encoder_layers=12,
@@ -77,8 +70,6 @@ def _whisper_encoder():
 
 
 def _llama_1b():
-    import transformers
-
     config = transformers.LlamaConfig(  # Llama-3.2-1B's shape
         hidden_size=2048,
         intermediate_size=8192,

@@ -139,8 +139,7 @@ def _key_parts(source: str, spec: TritonSpec, entry: str) -> list[str]:
 def compile_kernel(spec: TritonSpec, entry: str = "attention") -> Kernel:
     """The cubin of ``spec``'s ``entry`` kernel (``attention``; ``combine`` after a
     split-KV attention; ``block_classes`` and ``block_lists`` before one with a block map),
-    from the cache when
-    the same kernel was built before."""
+    from the cache when the same kernel was built before."""
     source = kernel_source(spec)
 
     def build(directory: Path):  # -> CompiledKernel

@@ -186,20 +186,23 @@ class TritonSpec(Problem):
     def map_chunk(self) -> int:
         """The keys ``block_classes`` classifies a step: whole key blocks, about
         ``MAP_STEP_ELEMENTS`` of the mask (a padding of 2048 keys in one step)."""
-        keys = 1 << max(0, (max(self.n_k, 1) - 1).bit_length())
+        keys = power_of_two(max(self.n_k, 1))
         return max(self.block_n, min(keys, MAP_STEP_ELEMENTS // self.map_rows_evaluated))
+
+    @property
+    def map_chunks(self) -> int:
+        """The chunks of ``map_chunk`` keys the map's programs share."""
+        return -(-max(self.n_k, 1) // self.map_chunk)
 
     @property
     def map_steps(self) -> int:
         """The steps of each ``block_classes`` program: ``MAP_STEPS``, more where the
         parts of an entry would exceed ``MAP_PARTS``."""
-        chunks = -(-max(self.n_k, 1) // self.map_chunk)
-        return max(MAP_STEPS, -(-chunks // MAP_PARTS))
+        return max(MAP_STEPS, -(-self.map_chunks // MAP_PARTS))
 
     @property
     def map_parts(self) -> int:
-        chunks = -(-max(self.n_k, 1) // self.map_chunk)
-        return -(-chunks // self.map_steps)
+        return -(-self.map_chunks // self.map_steps)
 
     @property
     def map_scratch_elements(self) -> int:
@@ -233,8 +236,8 @@ class TritonSpec(Problem):
             "BLOCK_N": self.block_n,
             "MAP_ROWS": self.map_rows,
             "PARTS": self.map_parts,
-            "BLOCKS_PAD": 1 << max(0, (self.key_blocks - 1).bit_length()),
-            "PARTS_PAD": 1 << max(0, (self.map_parts - 1).bit_length()),
+            "BLOCKS_PAD": power_of_two(self.key_blocks),
+            "PARTS_PAD": power_of_two(self.map_parts),
         }
 
     @property
@@ -311,4 +314,9 @@ MAP_PARTS = 64
 
 def padded(n: int) -> int:
     """A head dim padded to the power of two (at least 16) the kernel's tiles use."""
-    return 1 << max(4, (n - 1).bit_length())
+    return max(16, power_of_two(n))
+
+
+def power_of_two(n: int) -> int:
+    """The least power of two at or above ``n`` (Triton's tensor sizes)."""
+    return 1 << max(0, (n - 1).bit_length())
