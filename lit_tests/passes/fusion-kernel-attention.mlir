@@ -373,9 +373,10 @@ func.func @decode_position(%q: tensor<8x1x32xf16>, %k: tensor<8x300x32xf16>, %v:
 
 // -----
 
-// A padding mask from a (batch, keys) input, over several key blocks: block_classes and block_lists kernels
-// runs first and lists, per row block, the key blocks holding a kept key (those with no
-// mask work first); the attention reads its map after the mask's input and visits only those.
+// A padding mask from a (batch, keys) input, over several key blocks: block_classes and
+// block_lists run first and list, per row block, the key blocks holding a kept key (those
+// with no mask work first); the attention reads its map after the mask's input and
+// visits only those.
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
 #k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
 #v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
@@ -408,3 +409,42 @@ func.func @padding_block_map(%q: tensor<4x256x64xf16>, %k: tensor<4x512x64xf16>,
 // CHECK: %[[CLASSES:.+]]:3 = flow.dispatch @fusion_attention_0_block_classes::@block_classes(%{{.+}}) : (tensor<4x512xi1>) -> (tensor<{{[0-9]+}}xi32>, tensor<1xi8>, tensor<1xi8>)
 // CHECK: %[[MAP:.+]]:3 = flow.dispatch @fusion_attention_0_block_lists::@block_lists(%[[CLASSES]]#0) : (tensor<{{[0-9]+}}xi32>) -> (tensor<{{[0-9]+}}xi32>, tensor<1xi8>, tensor<1xi8>)
 // CHECK: flow.dispatch @fusion_attention_0::@attention(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[MAP]]#0, %{{.+}}) {{.*}}\22block_map\22: true
+
+// -----
+
+// The same mask from a constant (a model's own buffer): the map's kernel would read
+// constants alone, which IREE's const-eval runs at compile time for the host (IREE 3.13
+// segfaults on a GPU kernel there); its inputs pass through an optimization barrier.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#m = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#keys = affine_map<(d0, d1, d2) -> (d0, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @constant_padding_block_map(%q: tensor<2x64x64xf16>, %k: tensor<2x256x64xf16>, %v: tensor<2x256x64xf16>) -> tensor<2x64x64xf16> {
+  %scale = arith.constant 0.125 : f32
+  %keep = arith.constant dense<"0x0101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000001010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101010101000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"> : tensor<2x256xi1>
+  %me = tensor.empty() : tensor<2x64x256xf16>
+  %mask = linalg.generic {indexing_maps = [#keys, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%keep : tensor<2x256xi1>) outs(%me : tensor<2x64x256xf16>) {
+  ^bb0(%kept: i1, %out: f16):
+    %ninf = arith.constant 0xFC00 : f16
+    %zero = arith.constant 0.0 : f16
+    %r = arith.select %kept, %zero, %ninf : f16
+    linalg.yield %r : f16
+  } -> tensor<2x64x256xf16>
+  %e = tensor.empty() : tensor<2x64x64xf16>
+  // expected-remark @below {{a block map of the mask's key blocks per call, from its inputs}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
+      ins(%q, %k, %v, %scale, %mask : tensor<2x64x64xf16>, tensor<2x256x64xf16>, tensor<2x256x64xf16>, f32, tensor<2x64x256xf16>)
+      outs(%e : tensor<2x64x64xf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<2x64x64xf16>
+  return %o : tensor<2x64x64xf16>
+}
+// CHECK-LABEL: func.func @constant_padding_block_map(
+// CHECK: %[[KEEP:.+]] = arith.constant dense<"0x{{[0-9A-F]+}}"> : tensor<2x256xi1>
+// CHECK: %[[HELD:.+]] = util.optimization_barrier %[[KEEP]] : tensor<2x256xi1>
+// CHECK: flow.dispatch @fusion_attention_0_block_classes::@block_classes(%[[HELD]])
