@@ -320,11 +320,6 @@ class Layout:
     window_start: int | None = None  # keys < row + w are masked too (a sliding window)
     band_only: bool = False  # the mask is nothing but those bounds (-inf outside, 0 inside)
 
-    @property
-    def causal_only(self) -> bool:
-        """The mask is nothing but causal: the kernels that know no window drop it too."""
-        return self.band_only and self.causal_offset is not None and self.window_start is None
-
 
 def layout(op: ir.Operation, allow_dynamic: bool = False) -> Layout | str:
     """The layout of an attention op, or why it is not one this rewrite handles.

@@ -127,7 +127,7 @@ def _run(module: ir.Operation, options: Options) -> None:
         if isinstance(spec, str):
             remarks.emit(location, f"attention left to IREE's code generation: {spec}")
             continue
-        causal = _bounds(spec.causal_offset, spec.window_start)
+        causal = spec.bounds_said()
         split = f", split-KV {spec.splits}" if spec.splits > 1 else ""
         split += ", GQA heads packed" if spec.pack_gqa else ""
         split += f", {spec.persistent} persistent programs" if spec.persistent else ""
@@ -139,12 +139,3 @@ def _run(module: ir.Operation, options: Options) -> None:
             f"attention lowered to a generated {options.arch} kernel "
             f"({spec.dtype}, D={spec.d}, tiles {spec.block_m}x{spec.block_n}{causal}{split})",
         )
-
-
-def _bounds(upper: int | None, lower: int | None) -> str:
-    """What the remark says of the key bounds the kernel skips blocks by."""
-    if lower is None:
-        return f", causal offset {upper}" if upper is not None else ""
-    if upper is None:
-        return f", keys before row{lower:+d} skipped"
-    return f", sliding window of {upper - lower + 1} keys, causal offset {upper}"

@@ -61,7 +61,7 @@ def _lower(op: ir.Operation, symbol: str) -> None:
     location, spec = op.location, plan.spec
     output = dispatch.build_dispatch(op, {"attention": glsl.compile_kernel(spec)}, plan, symbol)
     erase_dead([output.replaced, op] if output.replaced != op else [op])
-    causal = f", causal offset {spec.causal_offset}" if spec.causal_offset is not None else ""
+    causal = spec.bounds_said()
     causal += ", its mask read from memory" if spec.mask_dtype is not None else ""
     remarks.emit(
         location,

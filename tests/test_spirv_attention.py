@@ -56,6 +56,13 @@ CASES = {
     "head_dim_128_f16": (dict(), (1, 1, 1, 20, 64, 128), torch.float16),
     "head_dim_256_f32": (dict(), (1, 1, 1, 16, 40, 256), torch.float32),
     "softcap_causal_f32": (dict(mask="softcap-causal"), (1, 2, 2, 60, 60, 64), torch.float32),
+    # key blocks before the window skipped, the mask not read (remark checked below)
+    "sliding_window_f32": (dict(mask="sliding-window"), (1, 2, 2, 200, 200, 64), torch.float32),
+    "sliding_window_finfo_min_f16": (
+        dict(mask="sliding-window-finfo-min", upcast=True),
+        (1, 2, 2, 150, 300, 64),
+        torch.float16,
+    ),
     "causal_bf16": (
         dict(mask="causal-iota", upcast=True),
         (1, 2, 2, 70, 70, 64),
@@ -93,6 +100,9 @@ def test_vulkan_kernel_matches_pytorch(name: str) -> None:
     got = fc.load(module, device="vulkan")(*fresh)
     assert got.dtype == dtype
     assert rel_error(got, want) < BOUND[dtype]
+    if "window" in name:
+        said = [r.message for r in module.remarks if "Vulkan kernel" in r.message]
+        assert "sliding window of" in said[0] and "mask read" not in said[0], said
 
 
 @needs_glslang

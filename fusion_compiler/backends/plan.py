@@ -226,12 +226,10 @@ def operand_views(op: ir.Operation, form: Layout, group: int, mask: str | MaskCo
 
 
 def _mask_plan(op: ir.Operation, form: Layout, target: str) -> str | MaskCode | None:
-    """None: no mask, or nothing but the bounds the kernel masks by index (causal; on
-    CUDA a sliding window too); a MaskCode: the mask computed in the kernel from its
-    producers; else why it cannot be (the materialised mask is read)."""
-    adds_nothing = form.band_only and form.causal_offset is None and form.window_start is None
-    bounds_alone = form.band_only if target == "cuda" else form.causal_only or adds_nothing
-    if not form.has_mask or bounds_alone:
+    """None: no mask, or nothing but the bounds the kernel masks by index (causal, a
+    sliding window); a MaskCode: the mask computed in the kernel from its producers;
+    else why it cannot be (the materialised mask is read)."""
+    if not form.has_mask or form.band_only:
         return None
     symbols = signature.dim_symbols(op)
 
@@ -320,7 +318,7 @@ def plan_kernel(
         dv=dv,
         views=(*views, plan.view),
         causal_offset=form.causal_offset,
-        window_start=form.window_start if target == "cuda" else None,
+        window_start=form.window_start,
         qk_scale=scale_value * LOG2E,
         out_dtype=None if out_dtype == dtype else out_dtype,
         kv_group=group,

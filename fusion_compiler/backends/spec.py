@@ -86,6 +86,15 @@ class Problem:
     def dynamic(self) -> bool:
         return self.n_q < 0 or self.n_k < 0
 
+    def bounds_said(self) -> str:
+        """What a remark says of the key bounds the kernel skips blocks by."""
+        upper, lower = self.causal_offset, self.window_start
+        if lower is None:
+            return f", causal offset {upper}" if upper is not None else ""
+        if upper is None:
+            return f", keys before row{lower:+d} skipped"
+        return f", sliding window of {upper - lower + 1} keys, causal offset {upper}"
+
     @property
     def pointers(self) -> list[str]:
         """The kernel's buffer parameters, in order (IREE binds them in this order)."""

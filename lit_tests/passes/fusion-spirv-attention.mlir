@@ -81,6 +81,51 @@ func.func @wide(%q: tensor<2x16x512xf32>, %k: tensor<2x16x512xf32>, %v: tensor<2
 
 // -----
 
+// A sliding window of 32 keys (masked where key > row or key < row - 31): the mask is
+// dropped (Q is bound in its place), the spec carries both bounds, and the shader starts
+// each workgroup's key loop at its first row's window.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#m = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @window(%q: tensor<4x128x64xf16>, %k: tensor<4x128x64xf16>, %v: tensor<4x128x64xf16>) -> tensor<4x128x64xf16> {
+  %scale = arith.constant 0.125 : f32
+  %c31 = arith.constant 31 : index
+  %me = tensor.empty() : tensor<4x128x128xf16>
+  %mask = linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel", "parallel"]} outs(%me : tensor<4x128x128xf16>) {
+  ^bb0(%out: f16):
+    %i = linalg.index 1 : index
+    %j = linalg.index 2 : index
+    %above = arith.cmpi sgt, %j, %i : index
+    %early = arith.subi %i, %c31 : index
+    %before = arith.cmpi slt, %j, %early : index
+    %outside = arith.ori %above, %before : i1
+    %ninf = arith.constant 0xFC00 : f16
+    %zero = arith.constant 0.0 : f16
+    %r = arith.select %outside, %ninf, %zero : f16
+    linalg.yield %r : f16
+  } -> tensor<4x128x128xf16>
+  %e = tensor.empty() : tensor<4x128x64xf16>
+  // expected-remark @below {{attention lowered to a generated Vulkan kernel (f16, D=64, 64 rows x 32 keys, sliding window of 32 keys, causal offset 0)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
+      ins(%q, %k, %v, %scale, %mask : tensor<4x128x64xf16>, tensor<4x128x64xf16>, tensor<4x128x64xf16>, f32, tensor<4x128x128xf16>)
+      outs(%e : tensor<4x128x64xf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<4x128x64xf16>
+  return %o : tensor<4x128x64xf16>
+}
+// CHECK-LABEL: func.func @window(
+// CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<4x128x64xf16>, %[[K:[a-z0-9]+]]: tensor<4x128x64xf16>, %[[V:[a-z0-9]+]]: tensor<4x128x64xf16>
+// CHECK-NOT: linalg.generic
+// CHECK: flow.dispatch @fusion_spirv_attention_0::@main(%[[Q]], %[[K]], %[[V]], %[[Q]]) {fusion.attention_kernel = "{{.*}}\22causal_offset\22: 0,{{.*}}\22mask_dtype\22: null,{{.*}}\22window_start\22: -31{{.*}}"}
+// CHECK-NOT: iree_linalg_ext.attention
+
+// -----
+
 // Dynamic sequence lengths: the kernel reads (n_q, n_k) from a sizes binding before the
 // output's, and the grid's x is the 64-row blocks of n_q, the dispatch's workload.
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>

@@ -6,9 +6,10 @@
 // and values is staged in shared memory by the whole workgroup, then every row updates
 // its running max, running sum and accumulator (online softmax, exp2 with the scale
 // folded in, one division at the end). Head dims are held as vec4s (padded with zeros):
-// one shared-memory read feeds four multiply-adds. Causal: key blocks past the workgroup's last
-// row are never loaded. Operands are read, and the output written, through the same
-// strided views as the CUDA kernel: element (batch, row, col) of a view lives at
+// one shared-memory read feeds four multiply-adds. Key blocks past the workgroup's last
+// row's causal bound are never loaded, nor those before its first row's sliding window.
+// Operands are read, and the output written, through the same strided views as the
+// CUDA kernel: element (batch, row, col) of a view lives at
 //   (batch / H) * SB + (batch % H) * SH + row * SR + col * SC
 #version 450
 #extension GL_EXT_shader_16bit_storage : require
@@ -36,6 +37,8 @@ const uint BLOCK_N = ${BLOCK_N};
 const uint KV_GROUP = ${KV_GROUP};
 const bool CAUSAL = ${CAUSAL};
 const int CAUSAL_OFFSET = ${CAUSAL_OFFSET};  // keys > row + offset are masked
+const bool WINDOW = ${WINDOW};
+const int WINDOW_START = ${WINDOW_START};  // keys < row + start are masked (a sliding window)
 const bool HAS_MASK = ${HAS_MASK};  // an additive mask (batch, n_q, n_k), read per key
 const bool MASK_REPLACES = ${MASK_REPLACES};  // -inf in the mask replaces the score
 const float QK_SCALE = ${QK_SCALE};  // scale * log2(e)
@@ -119,12 +122,19 @@ void main() {
   float m_i = LOWEST;
   float l_i = 0.0;
 
+  // the key blocks the workgroup's rows may see: the same for every invocation, so the
+  // barriers below stay uniform
+  uint lo = 0;
   uint hi = n_k;
-  if (CAUSAL) {  // the same for the whole workgroup: the barriers below stay uniform
+  if (CAUSAL) {
     int last = int(min(first_row + BLOCK_M, n_q)) + CAUSAL_OFFSET;
     hi = uint(clamp(last, 0, int(n_k)));
   }
-  for (uint start = 0; start < hi; start += BLOCK_N) {
+  if (WINDOW) {
+    int first = int(first_row) + WINDOW_START;
+    lo = uint(clamp(first, 0, int(n_k))) / BLOCK_N * BLOCK_N;
+  }
+  for (uint start = lo; start < hi; start += BLOCK_N) {
     barrier();
     for (uint i = gl_LocalInvocationID.x; i < BLOCK_N * D4; i += BLOCK_M) {
       uint key = start + i / D4;
@@ -149,6 +159,9 @@ void main() {
       bool visible = live && key < n_k;
       if (CAUSAL) {
         visible = visible && int(key) <= int(row) + CAUSAL_OFFSET;
+      }
+      if (WINDOW) {
+        visible = visible && int(key) >= int(row) + WINDOW_START;
       }
       if (HAS_MASK && visible) {
         // a finite fill (finfo.min) overflows to -inf once scaled: kept finite at

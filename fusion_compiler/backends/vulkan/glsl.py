@@ -181,6 +181,8 @@ def source_of(spec: VulkanSpec) -> str:
         KV_GROUP=f"{spec.kv_group}u",
         CAUSAL="true" if spec.causal_offset is not None else "false",
         CAUSAL_OFFSET=spec.causal_offset or 0,
+        WINDOW="true" if spec.window_start is not None else "false",
+        WINDOW_START=spec.window_start or 0,
         HAS_MASK="true" if spec.mask_dtype is not None else "false",
         MASK_REPLACES="true" if spec.mask_replaces else "false",
         QK_SCALE=repr(spec.qk_scale),
