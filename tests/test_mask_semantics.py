@@ -82,14 +82,16 @@ def lowering(request: pytest.FixtureRequest) -> tuple[str, str]:
     return request.param
 
 
-def _run(model: torch.nn.Module, lowering: tuple[str, str]) -> tuple[torch.Tensor, torch.Tensor]:
+def _run(
+    model: torch.nn.Module, lowering: tuple[str, str], dtype: torch.dtype = torch.float32
+) -> tuple[torch.Tensor, torch.Tensor]:
     target, attention = lowering
     keep = _padding_and_causal()
-    example = tuple(torch.randn(B, H, N, D) for _ in range(3)) + (keep,)
+    example = tuple(torch.randn(B, H, N, D, dtype=dtype) for _ in range(3)) + (keep,)
     module = fc.compile(model, example_args=example, target=target, attention=attention)
     assert module.stats["attention_ops"] == 1, module.remarks
     assert module.stats["softmax_ops"] == 0
-    fresh = tuple(torch.randn(B, H, N, D) for _ in range(3)) + (keep,)
+    fresh = tuple(torch.randn(B, H, N, D, dtype=dtype) for _ in range(3)) + (keep,)
     # PyTorch in the model's own f32: with a fill like -1e9 the scores' digits are lost in
     # f32 (ulp(1e9) = 64), so a row of nothing but fills gets equal weights there, not
     # the float64 softmax of the scores
@@ -110,6 +112,14 @@ def test_finite_fill_matches_pytorch_on_rows_with_no_allowed_key(fill, bound, lo
     got, want = _run(Eager(fill), lowering)
     assert torch.isfinite(want).all()
     assert rel_error(got, want) < bound
+
+
+def test_half_finfo_min_fill_swamps_the_scores_as_in_pytorch(lowering) -> None:
+    """In fp16, s + finfo(fp16).min rounds to the fill itself: a row of nothing but fills
+    gets equal weights, not the softmax of its scores."""
+    got, want = _run(Eager(torch.finfo(torch.float16).min), lowering, torch.float16)
+    assert rel_error(got[1, :, :PAD], want[1, :, :PAD]) < 1e-3  # the rows of fills alone
+    assert rel_error(got, want) < 3e-3
 
 
 @pytest.mark.parametrize("boolean", [True, False], ids=["bool", "minus-inf"])

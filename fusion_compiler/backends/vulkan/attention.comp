@@ -41,12 +41,18 @@ const bool WINDOW = ${WINDOW};
 const int WINDOW_START = ${WINDOW_START};  // keys < row + start are masked (a sliding window)
 const bool HAS_MASK = ${HAS_MASK};  // an additive mask (batch, n_q, n_k), read per key
 const bool MASK_REPLACES = ${MASK_REPLACES};  // -inf in the mask replaces the score
+// mask values at or below SWAMP (finfo.min of the mask's type) swamp the score they are
+// added to, as in PyTorch's half types (fp16: s + -65504 rounds to -65504): the logit is
+// the fill alone, and a row of nothing but fills gets equal weights
+const bool SWAMPS = ${SWAMPS};
+const float SWAMP = ${SWAMP};
 const float QK_SCALE = ${QK_SCALE};  // scale * log2(e)
 const float LOG2E = 1.4426950408889634;
 const float LOWEST = -3.4028234663852886e38;
 
 shared vec4 k_tile[BLOCK_N][D4];
 shared vec4 v_tile[BLOCK_N][DV4];
+shared uint block_needed;  // the workgroup's vote on a key block of a mask
 
 // element types to and from float (bf16: the upper half of a float's bits, kept in a
 // uint16_t; stored rounded to nearest even)
@@ -134,7 +140,37 @@ void main() {
     int first = int(first_row) + WINDOW_START;
     lo = uint(clamp(first, 0, int(n_k))) / BLOCK_N * BLOCK_N;
   }
+  bool kept_before = false;  // whether the row kept a key of an earlier block
   for (uint start = lo; start < hi; start += BLOCK_N) {
+    if (HAS_MASK) {
+      // A key block none of the workgroup's rows needs is skipped, where that is exact:
+      // a key masked with -inf adds nothing to its row, and one at or below the swamping
+      // fill adds nothing to a row that keeps a key elsewhere (exp2 of the fill minus a
+      // kept score underflows to 0); the row keeps a key before or in this block.
+      bool keeps = false;
+      bool fills = false;
+      for (uint j = 0; live && j < BLOCK_N; ++j) {
+        uint key = start + j;
+        bool visible = key < n_k;
+        if (CAUSAL) visible = visible && int(key) <= int(row) + CAUSAL_OFFSET;
+        if (WINDOW) visible = visible && int(key) >= int(row) + WINDOW_START;
+        if (visible) {
+          float bias = to_float(mask_buffer[m_offset(batch, row, key)]);
+          bool dropped = isinf(bias) && bias < 0.0;
+          bool swamped = SWAMPS && bias <= SWAMP && !dropped;
+          keeps = keeps || !(dropped || swamped);  // NaN is kept: it reaches the row
+          fills = fills || swamped;
+        }
+      }
+      bool needed = keeps || (fills && !kept_before);
+      kept_before = kept_before || keeps;
+      barrier();  // every vote on the previous block read
+      if (gl_LocalInvocationID.x == 0u) block_needed = 0u;
+      barrier();
+      if (needed) atomicOr(block_needed, 1u);
+      barrier();
+      if (block_needed == 0u) continue;  // the same for every invocation
+    }
     barrier();
     for (uint i = gl_LocalInvocationID.x; i < BLOCK_N * D4; i += BLOCK_M) {
       uint key = start + i / D4;
@@ -164,12 +200,12 @@ void main() {
         visible = visible && int(key) >= int(row) + WINDOW_START;
       }
       if (HAS_MASK && visible) {
-        // a finite fill (finfo.min) overflows to -inf once scaled: kept finite at
+        // a finite fill (finfo(f32).min) overflows to -inf once scaled: kept finite at
         // -FLT_MAX/2, so a row of nothing but fills gets PyTorch's equal weights
         float bias = to_float(mask_buffer[m_offset(batch, row, key)]);
-        float shift = bias * LOG2E;
+        float shift = isinf(bias) ? bias * LOG2E : max(bias * LOG2E, -1.7014117e38);
         bool dropped = MASK_REPLACES && isinf(bias) && bias < 0.0;  // -inf whatever x is
-        x = dropped ? shift : x + (isinf(bias) ? shift : max(shift, -1.7014117e38));
+        x = dropped || (SWAMPS && bias <= SWAMP) ? shift : x + shift;
       }
       s[j] = visible ? x : uintBitsToFloat(0xff800000u);  // -inf
       m_new = max(m_new, s[j]);

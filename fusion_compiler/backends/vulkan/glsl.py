@@ -185,6 +185,8 @@ def source_of(spec: VulkanSpec) -> str:
         WINDOW_START=spec.window_start or 0,
         HAS_MASK="true" if spec.mask_dtype is not None else "false",
         MASK_REPLACES="true" if spec.mask_replaces else "false",
+        SWAMPS="true" if spec.mask_swamps is not None else "false",
+        SWAMP=repr(spec.mask_swamps or 0.0),
         QK_SCALE=repr(spec.qk_scale),
         SCORE=spec.score,
         Q_VIEW=_view(q_view),
