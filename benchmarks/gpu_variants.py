@@ -126,9 +126,7 @@ def prepare(folder: Path, arch: str = "sm_90") -> None:
     options = dict(target=target) if target == "vulkan" else dict(target=target, cuda_arch=arch)
     index = {}
     n = torch.export.Dim("n", min=2, max=8192)
-    cases = {**VARIANTS, **DYNAMIC}
-    if target == "cuda":
-        cases.update({name: ({}, shape) for name, shape in PADDED.items()})
+    cases = {**VARIANTS, **DYNAMIC, **{name: ({}, shape) for name, shape in PADDED.items()}}
     for name, (kwargs, shape) in cases.items():
         for dtype_name in TARGET_DTYPES[target]:
             dtype = DTYPES[dtype_name]

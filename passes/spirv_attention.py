@@ -3,12 +3,14 @@
 IREE 3.13's SPIR-V code generation cannot lower ``iree_linalg_ext.attention``, and our
 online-softmax loop nest reaches Vulkan only as host-side loops of dispatches. This
 pass gives each attention one dispatch of a FlashAttention-2 compute shader generated
-for it (``fusion_compiler/backends/vulkan/attention.comp``), specialised to its element types
-(f16, bf16, f32), sizes (static or dynamic sequence lengths), head dims, the causal offset
-proven from its mask (the mask dropped, key blocks past the diagonal skipped), any other
-mask (read per key), the GQA ratio, the score region (the CUDA kernel's Triton
-expression translated to GLSL) and strided views of every operand (head split and merge
-transposes, a transposed K and an output cast are folded in, as on CUDA). Compiled to
+for it (``fusion_compiler/backends/vulkan/attention.comp``), specialised to its element
+types (f16, bf16, f32), sizes (static or dynamic sequence lengths), head dims, the causal
+and sliding-window bounds proven from its mask (the mask dropped, key blocks outside
+them skipped), any other mask computed in the kernel from the tensors it starts from
+(``vulkan/mask.py``; where it cannot be, read per key; either way the key blocks no row
+needs are skipped), the GQA ratio, the score region (its tree printed as GLSL) and
+strided views of every operand (head split and merge transposes, a transposed K and an
+output cast are folded in, as on CUDA). Compiled to
 SPIR-V with glslangValidator and embedded as a ``hal.executable.source``. An op it
 cannot take stays (decomposed later in the Vulkan pipeline), with a remark.
 """
@@ -62,7 +64,12 @@ def _lower(op: ir.Operation, symbol: str) -> None:
     output = dispatch.build_dispatch(op, {"attention": glsl.compile_kernel(spec)}, plan, symbol)
     erase_dead([output.replaced, op] if output.replaced != op else [op])
     causal = spec.bounds_said()
-    causal += ", its mask read from memory" if spec.mask_dtype is not None else ""
+    if spec.mask_expr is not None:
+        n = len(spec.mask_inputs)
+        source = f"{n} tensor{'s' if n > 1 else ''}" if n else "indices alone"
+        causal += f", its mask computed in the kernel from {source}"
+    elif spec.mask_dtype is not None:
+        causal += f", its mask read from memory ({plan.mask_read})"
     remarks.emit(
         location,
         f"attention lowered to a generated Vulkan kernel "

@@ -17,7 +17,7 @@ import iree.runtime as rt
 import pytest
 import torch
 from conftest import rel_error
-from variants import Attention
+from variants import Attention, PaddingMaskAttention
 
 import fusion_compiler as fc
 from fusion_compiler.backends.vulkan import glsl as spirv
@@ -135,6 +135,30 @@ def test_dynamic_sequence_length_one_kernel_three_lengths() -> None:
         with torch.no_grad():
             want = model.double()(*(x.double() for x in fresh))
         model.half()
+        assert rel_error(run(*fresh), want) < BOUND[torch.float16], f"length {length}"
+
+
+@needs_glslang
+@needs_vulkan
+def test_padding_mask_input_is_computed_in_the_kernel_at_three_lengths() -> None:
+    """A (B, N) keep mask of the dynamic length: the shader reads it at the call's
+    length (no (B, N, N) mask is made); sequences padded from a random point on."""
+    model = PaddingMaskAttention().eval()
+    n = torch.export.Dim("n", min=2, max=4096)
+
+    def inputs(length: int) -> tuple:
+        qkv = tuple(torch.randn(2, 4, length, 64).half() for _ in range(3))
+        return (*qkv, torch.arange(length)[None, :] < torch.randint(1, length + 1, (2, 1)))
+
+    dynamic = ({2: n}, {2: n}, {2: n}, {1: n})
+    module = fc.compile(model, example_args=inputs(128), dynamic_shapes=dynamic, target="vulkan")
+    said = [r.message for r in module.remarks if "Vulkan kernel" in r.message]
+    assert len(said) == 1 and "mask computed in the kernel from 1 tensor" in said[0], said
+    run = fc.load(module, device="vulkan")
+    for length in (5, 77, 200):
+        fresh = inputs(length)
+        with torch.no_grad():
+            want = model(*(x.double() if x.is_floating_point() else x for x in fresh))
         assert rel_error(run(*fresh), want) < BOUND[torch.float16], f"length {length}"
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from fusion_compiler import signature
 from fusion_compiler.backends.spec import (
+    MaskCode,
     Problem,
     Stride,
     View,
@@ -23,9 +24,9 @@ from fusion_compiler.backends.spec import (
     contiguous_strides,
 )
 from fusion_compiler.backends.triton import mask as kernel_mask
-from fusion_compiler.backends.triton.mask import MaskCode
 from fusion_compiler.backends.triton.spec import TritonSpec
 from fusion_compiler.backends.vulkan import glsl
+from fusion_compiler.backends.vulkan import mask as shader_mask
 from fusion_compiler.backends.vulkan import spec as vulkan_spec
 from fusion_compiler.dialects import expr, linalg, linalg_ext
 from fusion_compiler.dialects.builders import dims
@@ -245,8 +246,8 @@ def _mask_plan(op: ir.Operation, form: Layout, target: str) -> str | MaskCode | 
         root(q, 1): "n_q",
         root(k, 2 if form.k_transposed else 1): "n_k",
     }
-    code = kernel_mask.mask_code(op.operands[4], lambda value, dim: sequences.get(root(value, dim)))
-    return code
+    printer = kernel_mask if target == "cuda" else shader_mask
+    return printer.mask_code(op.operands[4], lambda value, dim: sequences.get(root(value, dim)))
 
 
 @dataclass(frozen=True)
@@ -298,7 +299,7 @@ def plan_kernel(
     group = 1 if form.k_transposed else kv_group(op, form)  # a K copy not folded: read as is
     mask = _mask_plan(op, form, target)
     mask_read = mask if isinstance(mask, str) else None
-    if mask is not None and (mask_read or target != "cuda"):
+    if mask_read:
         mask = "read"
     mask_dtype = _element(op.operands[4]) if mask == "read" else None
     if mask == "read" and mask_dtype is None:
@@ -325,17 +326,16 @@ def plan_kernel(
         mask_swamps=linalg_ext.swamping_fill(op.operands[4]) if mask is not None else None,
         mask_replaces=mask is not None and linalg_ext.mask_replaces(op),
     )
+    computed = dict(
+        mask_expr=mask.expr if isinstance(mask, MaskCode) else None,
+        mask_inputs=tuple(mask.types) if isinstance(mask, MaskCode) else (),
+    )
     spec: Problem
     if target == "vulkan":
-        spec = vulkan_spec.VulkanSpec(**problem, score=score, block_n=vulkan_spec.block_n(d, dv))
+        block_n = vulkan_spec.block_n(d, dv)
+        spec = vulkan_spec.VulkanSpec(**problem, **computed, score=score, block_n=block_n)
     else:
-        spec = TritonSpec(
-            **problem,
-            score=score,
-            mask_expr=mask.expr if isinstance(mask, MaskCode) else None,
-            mask_inputs=tuple(mask.types) if isinstance(mask, MaskCode) else (),
-            **(tiles or {}),
-        )
+        spec = TritonSpec(**problem, **computed, score=score, **(tiles or {}))
         if isinstance(mask, MaskCode):
             spec = _with_block_map(spec, mask, form)
     return KernelPlan(spec, inputs, plan, form, mask_read)

@@ -11,7 +11,7 @@ needs. Nothing here imports a backend: this module is read without the compiler.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
 # (SB, SH, H, SR, SC) of a strided operand: element (batch, row, col) at
@@ -112,6 +112,23 @@ class Problem:
     def to_json(self) -> str:
         """The spec as JSON, its target included (``from_json`` reads it back)."""
         return json.dumps({"target": self.target, **asdict(self)}, sort_keys=True)
+
+
+@dataclass
+class MaskCode:
+    """An attention's mask as code of the kernel's coordinates (``triton.mask``,
+    ``vulkan.mask``): computed in the kernel from the tensors it starts from."""
+
+    expr: str
+    inputs: list = field(default_factory=list)  # the ir.Values of the tensors it reads
+    types: list[str] = field(default_factory=list)  # their types, as the kernel names them
+    # whether the mask computes -inf somewhere (a select or fill of it): such a mask
+    # can empty whole tiles, which a block map then skips
+    makes_neg_inf: bool = False
+    # the kernel batches that see one mask: the mask reads the batch only as batch // g
+    # (heads folded into the batch: g = H), or 0 where it does not read the batch
+    batch_group: int = 1
+    reads_rows: bool = True  # whether the mask varies with the query row
 
 
 @dataclass(frozen=True)

@@ -126,6 +126,43 @@ func.func @window(%q: tensor<4x128x64xf16>, %k: tensor<4x128x64xf16>, %v: tensor
 
 // -----
 
+// A padding mask from an input (B, Nk) i1: computed in the shader from that tensor, bound
+// in place of the (B, Nq, Nk) mask, which is never made.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#m = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#keys = affine_map<(d0, d1, d2) -> (d0, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @padding(%q: tensor<4x64x64xf16>, %k: tensor<4x96x64xf16>, %v: tensor<4x96x64xf16>, %keep: tensor<4x96xi1>) -> tensor<4x64x64xf16> {
+  %scale = arith.constant 0.125 : f32
+  %me = tensor.empty() : tensor<4x64x96xf16>
+  %mask = linalg.generic {indexing_maps = [#keys, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%keep : tensor<4x96xi1>) outs(%me : tensor<4x64x96xf16>) {
+  ^bb0(%kept: i1, %out: f16):
+    %ninf = arith.constant 0xFC00 : f16
+    %zero = arith.constant 0.0 : f16
+    %r = arith.select %kept, %zero, %ninf : f16
+    linalg.yield %r : f16
+  } -> tensor<4x64x96xf16>
+  %e = tensor.empty() : tensor<4x64x64xf16>
+  // expected-remark @below {{attention lowered to a generated Vulkan kernel (f16, D=64, 64 rows x 32 keys, its mask computed in the kernel from 1 tensor)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
+      ins(%q, %k, %v, %scale, %mask : tensor<4x64x64xf16>, tensor<4x96x64xf16>, tensor<4x96x64xf16>, f32, tensor<4x64x96xf16>)
+      outs(%e : tensor<4x64x64xf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<4x64x64xf16>
+  return %o : tensor<4x64x64xf16>
+}
+// CHECK-LABEL: func.func @padding(
+// CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<4x64x64xf16>, %[[K:[a-z0-9]+]]: tensor<4x96x64xf16>, %[[V:[a-z0-9]+]]: tensor<4x96x64xf16>, %[[KEEP:[a-z0-9]+]]: tensor<4x96xi1>
+// CHECK-NOT: linalg.generic
+// CHECK: flow.dispatch @fusion_spirv_attention_0::@main(%[[Q]], %[[K]], %[[V]], %[[KEEP]]) {fusion.attention_kernel = "{{.*}}\22mask_dtype\22: null, \22mask_expr\22: \22((l0[uint(int64_t(batch) * 96 + int64_t(key) * 1)] != uint8_t(0)) ? 0.0 : (-uintBitsToFloat(0x7f800000u)))\22, \22mask_inputs\22: [\22uint8_t\22]{{.*}}"} : (tensor<4x64x64xf16>, tensor<4x96x64xf16>, tensor<4x96x64xf16>, tensor<4x96xi1>) -> tensor<4x64x64xf16>
+
+// -----
+
 // Dynamic sequence lengths: the kernel reads (n_q, n_k) from a sizes binding before the
 // output's, and the grid's x is the 64-row blocks of n_q, the dispatch's workload.
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from fusion_compiler.backends.spec import contiguous_strides
+from fusion_compiler.backends.spec import MaskCode, contiguous_strides
 from fusion_compiler.dialects import expr
 from fusion_compiler.dialects.expr import Arg, Const, Expr, Index, Load, Op, Unsupported
 from fusion_compiler.ir import ir
@@ -88,20 +87,6 @@ _MAX_MIN = {
     "arith.maxsi": "tl.maximum({}, {})",
     "arith.minsi": "tl.minimum({}, {})",
 }
-
-
-@dataclass
-class MaskCode:
-    expr: str
-    inputs: list[ir.Value] = field(default_factory=list)  # tensors the kernel reads
-    types: list[str] = field(default_factory=list)  # their Triton pointer types
-    # whether the mask computes -inf somewhere (a select or fill of it): such a mask
-    # can empty whole tiles, which a block map then skips
-    makes_neg_inf: bool = False
-    # the kernel batches that see one mask: the mask reads the batch only as batch // g
-    # (heads folded into the batch: g = H), or 0 where it does not read the batch
-    batch_group: int = 1
-    reads_rows: bool = True  # whether the mask varies with the query row
 
 
 def literal(value: float | int | bool) -> str:

@@ -22,7 +22,7 @@ layout(local_size_x = ${BLOCK_M}, local_size_y = 1, local_size_z = 1) in;
 layout(set = 0, binding = 0) readonly buffer BindingQ { ${Q_TYPE} q_buffer[]; };
 layout(set = 0, binding = 1) readonly buffer BindingK { ${Q_TYPE} k_buffer[]; };
 layout(set = 0, binding = 2) readonly buffer BindingV { ${Q_TYPE} v_buffer[]; };
-layout(set = 0, binding = 3) readonly buffer BindingM { ${MASK_TYPE} mask_buffer[]; };
+${MASK_BINDINGS}
 ${SIZES_BINDING}
 layout(set = 0, binding = ${OUT_BINDING}) buffer BindingO { ${OUT_TYPE} out_buffer[]; };
 
@@ -39,7 +39,7 @@ const bool CAUSAL = ${CAUSAL};
 const int CAUSAL_OFFSET = ${CAUSAL_OFFSET};  // keys > row + offset are masked
 const bool WINDOW = ${WINDOW};
 const int WINDOW_START = ${WINDOW_START};  // keys < row + start are masked (a sliding window)
-const bool HAS_MASK = ${HAS_MASK};  // an additive mask (batch, n_q, n_k), read per key
+const bool HAS_MASK = ${HAS_MASK};  // an additive mask (batch, n_q, n_k): mask_value, per key
 const bool MASK_REPLACES = ${MASK_REPLACES};  // -inf in the mask replaces the score
 // mask values at or below SWAMP (finfo.min of the mask's type) swamp the score they are
 // added to, as in PyTorch's half types (fp16: s + -65504 rounds to -65504): the logit is
@@ -77,6 +77,15 @@ uint k_offset(uint batch, uint row, uint col) { return ${K_VIEW}; }
 uint v_offset(uint batch, uint row, uint col) { return ${V_VIEW}; }
 uint m_offset(uint batch, uint row, uint col) { return ${M_VIEW}; }
 uint o_offset(uint batch, uint row, uint col) { return ${O_VIEW}; }
+
+// the mask's value at (batch, row, key): read from the materialised mask, or computed
+// from the tensors it starts from (the model's own code, printed by vulkan/mask.py)
+float round_f16(float v) { return float(float16_t(v)); }
+float round_bf16(float v) {
+  uint bits = floatBitsToUint(v);
+  return isnan(v) ? v : uintBitsToFloat((bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u);
+}
+float mask_value(uint batch, uint row, uint key) { return ${MASK_VALUE}; }
 
 // four elements of a row from col = 4c on, zeros past the head dim (components named,
 // not indexed: llvmpipe builds indexed ones two orders of magnitude slower)
@@ -155,7 +164,7 @@ void main() {
         if (CAUSAL) visible = visible && int(key) <= int(row) + CAUSAL_OFFSET;
         if (WINDOW) visible = visible && int(key) >= int(row) + WINDOW_START;
         if (visible) {
-          float bias = to_float(mask_buffer[m_offset(batch, row, key)]);
+          float bias = mask_value(batch, row, key);
           bool dropped = isinf(bias) && bias < 0.0;
           bool swamped = SWAMPS && bias <= SWAMP && !dropped;
           keeps = keeps || !(dropped || swamped);  // NaN is kept: it reaches the row
@@ -202,7 +211,7 @@ void main() {
       if (HAS_MASK && visible) {
         // a finite fill (finfo(f32).min) overflows to -inf once scaled: kept finite at
         // -FLT_MAX/2, so a row of nothing but fills gets PyTorch's equal weights
-        float bias = to_float(mask_buffer[m_offset(batch, row, key)]);
+        float bias = mask_value(batch, row, key);
         float shift = isinf(bias) ? bias * LOG2E : max(bias * LOG2E, -1.7014117e38);
         bool dropped = MASK_REPLACES && isinf(bias) && bias < 0.0;  // -inf whatever x is
         x = dropped || (SWAMPS && bias <= SWAMP) ? shift : x + shift;

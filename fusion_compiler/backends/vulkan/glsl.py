@@ -33,10 +33,13 @@ _HERE = Path(__file__).parent
 TEMPLATE = _HERE / "attention.comp"
 # what a binary depends on besides its generated source
 _READ = (TEMPLATE, _HERE / "spec.py", _HERE.parent / "spec.py", Path(__file__))
-# a dynamic spec reads (n_q, n_k) from a binding before the output's
-_SIZES_BINDING = (
-    "layout(set = 0, binding = 4) readonly buffer BindingSizes { int sizes_buffer[]; };"
-)
+_BINDING = "layout(set = 0, binding = {}) readonly buffer Binding{} {{ {} {}[]; }};"
+# what a computed mask's buffers and 64-bit coordinates need
+_MASK_EXTENSIONS = {
+    "int64_t": "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require",
+    "uint8_t": "#extension GL_EXT_shader_8bit_storage : require\n"
+    "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require",
+}
 COMPILER = "glslangValidator"
 _GLSL_TYPES = {"f16": "float16_t", "f32": "float", "bf16": "uint16_t"}
 _BF16_EXTENSION = "#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require"
@@ -163,17 +166,34 @@ def source_of(spec: VulkanSpec) -> str:
     q_view, k_view, v_view, m_view, o_view = spec.views
     element = _GLSL_TYPES[spec.dtype]
     out = spec.out_dtype or spec.dtype
-    bf16 = "bf16" in (spec.dtype, out, spec.mask_dtype)
+    bf16 = "bf16" in (spec.dtype, out, spec.mask_dtype) or "uint16_t" in spec.mask_inputs
+    extensions = [_BF16_EXTENSION] if bf16 else []
+    if spec.mask_expr is not None:
+        masks = [
+            _BINDING.format(3 + i, f"L{i}", t, f"l{i}") for i, t in enumerate(spec.mask_inputs)
+        ]
+        needed = {
+            "int64_t",
+            *({"uint8_t"} if {"uint8_t", "int8_t"} & set(spec.mask_inputs) else ()),
+        }
+        extensions += [_MASK_EXTENSIONS[t] for t in sorted(needed)]
+        mask_value = spec.mask_expr
+    else:  # read (Q is bound in its place without a mask)
+        mask_type = _GLSL_TYPES[spec.mask_dtype] if spec.mask_dtype else element
+        masks = [_BINDING.format(3, "M", mask_type, "mask_buffer")]
+        mask_value = "to_float(mask_buffer[m_offset(batch, row, key)])"
+    sizes = spec.pointers.index("Sizes") if spec.dynamic else None
     return Template(TEMPLATE.read_text()).substitute(
-        EXTENSIONS=_BF16_EXTENSION if bf16 else "",
+        EXTENSIONS="\n".join(extensions),
         CONVERSIONS="\n".join([*([_BF16_TO_FLOAT] if bf16 else []), _TO_OUT[out]]),
         Q_TYPE=element,
-        MASK_TYPE=_GLSL_TYPES[spec.mask_dtype] if spec.mask_dtype else element,
+        MASK_BINDINGS="\n".join(masks),
+        MASK_VALUE=mask_value,
         OUT_TYPE=_GLSL_TYPES[out],
         N_Q="uint(sizes_buffer[0])" if spec.dynamic else f"{spec.n_q}u",
         N_K="uint(sizes_buffer[1])" if spec.dynamic else f"{spec.n_k}u",
-        SIZES_BINDING=_SIZES_BINDING if spec.dynamic else "",
-        OUT_BINDING=5 if spec.dynamic else 4,
+        SIZES_BINDING=_BINDING.format(sizes, "Sizes", "int", "sizes_buffer") if sizes else "",
+        OUT_BINDING=len(spec.pointers) - 1,
         D=f"{spec.d}u",
         DV=f"{spec.dv}u",
         BLOCK_M=spec.block_m,
@@ -183,7 +203,7 @@ def source_of(spec: VulkanSpec) -> str:
         CAUSAL_OFFSET=spec.causal_offset or 0,
         WINDOW="true" if spec.window_start is not None else "false",
         WINDOW_START=spec.window_start or 0,
-        HAS_MASK="true" if spec.mask_dtype is not None else "false",
+        HAS_MASK="true" if spec.mask_dtype or spec.mask_expr else "false",
         MASK_REPLACES="true" if spec.mask_replaces else "false",
         SWAMPS="true" if spec.mask_swamps is not None else "false",
         SWAMP=repr(spec.mask_swamps or 0.0),

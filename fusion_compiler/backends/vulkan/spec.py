@@ -24,6 +24,14 @@ class VulkanSpec(Problem):
 
     score: str  # the score region: a GLSL expression of ``x``, base 2
     block_n: int  # keys per shared-memory block (``block_n``)
+    # the mask computed in the shader: a GLSL expression of batch, row, key and the
+    # buffers l0, l1, ... (their GLSL element types in ``mask_inputs``), instead of read
+    mask_expr: str | None = None
+    mask_inputs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:  # read back from JSON: lists
+        super().__post_init__()
+        object.__setattr__(self, "mask_inputs", tuple(self.mask_inputs))
 
     @property
     def block_m(self) -> int:
@@ -31,9 +39,10 @@ class VulkanSpec(Problem):
 
     @property
     def pointers(self) -> list[str]:
-        """The shader's bindings, in order: the mask is Q again without one; the sizes
-        only while dynamic."""
-        return ["Q", "K", "V", "Mask", *(["Sizes"] if self.dynamic else []), "Out"]
+        """The shader's bindings, in order: the mask read (Q again without one) or the
+        tensors a computed mask reads; the sizes only while dynamic."""
+        masks = [f"L{i}" for i in range(len(self.mask_inputs))] if self.mask_expr else ["Mask"]
+        return ["Q", "K", "V", *masks, *(["Sizes"] if self.dynamic else []), "Out"]
 
     def grid_for(self, n_q: int) -> tuple[int, int, int]:
         return (-(-n_q // WORKGROUP), self.batch, 1)

@@ -1,0 +1,259 @@
+"""Expression trees (``dialects.expr``) as GLSL: an attention's mask, computed in the shader.
+
+The Vulkan twin of ``triton.mask``: the additive mask of a fused attention is printed as
+one GLSL function of the shader's (batch, row, key), its leaves read from the small
+tensors the mask starts from (a padding mask input, document ids, a bias buffer), each
+bound as a buffer of its own element type; no (B·H, Nq, Nk) mask is materialised. Values
+keep MLIR's types and semantics: integers of 64 bits (``index``, i64) as ``int64_t``,
+unsigned compares and divisions through ``uint64_t``, a half type's results rounded to
+it after every op that rounds, unordered float compares as the negation of the ordered
+complement. What has no translation keeps the materialised mask (a remark says why).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from fusion_compiler.backends.spec import MaskCode, contiguous_strides
+from fusion_compiler.dialects import expr
+from fusion_compiler.dialects.expr import Const, Expr, Index, Load, Op, Unsupported
+from fusion_compiler.ir import ir
+
+# a buffer's GLSL element type per MLIR element type (IREE stores i1 as a byte)
+BUFFER_TYPES = {
+    "i1": "uint8_t",
+    "i8": "int8_t",
+    "i32": "int",
+    "i64": "int64_t",
+    "f16": "float16_t",
+    "bf16": "uint16_t",
+    "f32": "float",
+}
+# the GLSL type a value of each MLIR type is held in (half types: a float, rounded)
+_VALUE_TYPES = {
+    "i1": "bool",
+    "i32": "int",
+    "i64": "int64_t",
+    "index": "int64_t",
+    "f16": "float",
+    "bf16": "float",
+    "f32": "float",
+    "f64": "double",
+}
+_ROUNDED = frozenset(
+    ("arith.addf", "arith.subf", "arith.mulf", "arith.divf", "math.exp", "math.exp2",
+     "math.log", "math.log2", "math.sqrt", "math.tanh")
+)  # fmt: skip
+_ARITHMETIC = {
+    "arith.addf": "+",
+    "arith.subf": "-",
+    "arith.mulf": "*",
+    "arith.divf": "/",
+    "arith.addi": "+",
+    "arith.subi": "-",
+    "arith.muli": "*",
+    "arith.andi": "&",
+    "arith.ori": "|",
+    "arith.xori": "^",
+}
+_BOOLEAN = {"arith.andi": "&&", "arith.ori": "||", "arith.xori": "!=", "arith.addi": "!="}
+_UNARY = {
+    "math.absf": "abs({})",
+    "math.absi": "abs({})",
+    "math.exp": "exp({})",
+    "math.exp2": "exp2({})",
+    "math.log": "log({})",
+    "math.log2": "log2({})",
+    "math.sqrt": "sqrt({})",
+    "arith.negf": "(-{})",
+    "math.tanh": "tanh({})",
+    "math.floor": "floor({})",
+    "math.ceil": "ceil({})",
+}
+_DOUBLE_UNARY = ("math.absf", "math.sqrt", "arith.negf", "math.floor", "math.ceil")
+_MAX_MIN = {
+    "arith.maximumf": "((isnan({0}) || isnan({1})) ? {0} + {1} : max({0}, {1}))",
+    "arith.minimumf": "((isnan({0}) || isnan({1})) ? {0} + {1} : min({0}, {1}))",
+    "arith.maxnumf": "(isnan({0}) ? {1} : (isnan({1}) ? {0} : max({0}, {1})))",
+    "arith.minnumf": "(isnan({0}) ? {1} : (isnan({1}) ? {0} : min({0}, {1})))",
+    "arith.maxsi": "max({}, {})",
+    "arith.minsi": "min({}, {})",
+}
+_RELATIONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_COMPLEMENT = {"ueq": "one", "ugt": "ole", "uge": "olt", "ult": "oge", "ule": "ogt", "une": "oeq"}
+_COORDS = ("int64_t(batch)", "int64_t(row)", "int64_t(key)")
+
+
+def _value_type(type_: str) -> str:
+    found = _VALUE_TYPES.get(type_)
+    if found is None:
+        raise Unsupported(f"a value of type {type_} in the mask")
+    return found
+
+
+def _float_literal(value: float, type_: str) -> str:
+    if math.isnan(value) or math.isinf(value):
+        bits = "0x7fc00000u" if math.isnan(value) else "0x7f800000u"
+        text = f"uintBitsToFloat({bits})"
+        text = f"(-{text})" if value < 0 else text
+        return f"double({text})" if type_ == "f64" else text
+    return f"{value!r}lf" if type_ == "f64" else repr(float(value))
+
+
+class _Printer:
+    def __init__(self, sizes: dict[int, list[int | str]]):
+        self.sizes = sizes  # a Load slot's sizes, dynamic ones named
+
+    def __call__(self, e: Expr) -> str:
+        if isinstance(e, Const):
+            return self.const(e)
+        if isinstance(e, Index):
+            return _COORDS[e.dim]
+        if isinstance(e, Load):
+            return self.load(e)
+        if isinstance(e, Op):
+            return self.op(e)
+        raise Unsupported(f"{type(e).__name__.lower()} {e} in the mask")
+
+    def const(self, e: Const) -> str:
+        kind = _value_type(e.type)
+        if kind == "bool":
+            return "true" if e.value else "false"
+        if kind in ("float", "double"):
+            return _float_literal(float(e.value), e.type)
+        return f"int64_t({int(e.value)}l)" if kind == "int64_t" else f"int({int(e.value)})"
+
+    def load(self, leaf: Load) -> str:
+        shape = self.sizes.get(leaf.slot, list(leaf.shape))
+        if any(isinstance(n, int) and n < 0 for n in shape):
+            raise Unsupported("a mask input of a dynamic size other than the sequences'")
+        if leaf.type not in BUFFER_TYPES:
+            raise Unsupported(f"a mask input of element type {leaf.type}")
+        strides = contiguous_strides(shape)
+        terms = [
+            f"{self(c)} * {s if isinstance(s, int) else f'({s})'}"
+            for c, s, n in zip(leaf.coords, strides, shape, strict=True)
+            if n != 1
+        ]
+        element = f"l{leaf.slot}[uint({' + '.join(terms) or '0'})]"
+        if leaf.type == "i1":
+            return f"({element} != uint8_t(0))"
+        if leaf.type in ("i8", "f16", "bf16"):
+            return f"{'int' if leaf.type == 'i8' else 'to_float'}({element})"
+        return element
+
+    def op(self, e: Op) -> str:
+        text = self.value(e)
+        if e.type in ("f16", "bf16") and e.name in _ROUNDED:
+            return f"round_{e.type}({text})"  # MLIR computes in the half type
+        return text
+
+    def value(self, e: Op) -> str:
+        name, kind = e.name, _value_type(e.type)
+        args = [self(o) for o in e.operands]
+        if name == "arith.select":
+            return f"({args[0]} ? {args[1]} : {args[2]})"
+        if name == "arith.cmpi":
+            return self.cmpi(e, args)
+        if name == "arith.cmpf":
+            return self.cmpf(e.predicate or "", *args)
+        if name in expr.CASTS:
+            return self.cast(e, args[0])
+        if kind == "bool" and name in _BOOLEAN:
+            return f"({args[0]} {_BOOLEAN[name]} {args[1]})"
+        if kind == "bool" and name in ("arith.maxsi", "arith.minsi"):  # true is -1
+            return f"({args[0]} {'&&' if name == 'arith.maxsi' else '||'} {args[1]})"
+        if kind == "bool":
+            raise Unsupported(f"{name} of i1 has no GLSL translation")
+        if name in _ARITHMETIC:
+            return f"({args[0]} {_ARITHMETIC[name]} {args[1]})"
+        if name in ("arith.divui", "arith.remui", "arith.maxui", "arith.minui"):
+            unsigned = "uint64_t" if expr.width(e.type) == 64 else "uint"
+            a, b = (f"{unsigned}({x})" for x in args)
+            op = {"arith.divui": "{} / {}", "arith.remui": "{} % {}"}.get(name)
+            op = op or ("max({}, {})" if name == "arith.maxui" else "min({}, {})")
+            return f"{kind}({op.format(a, b)})"
+        if name in _UNARY:
+            if kind == "double" and name not in _DOUBLE_UNARY:
+                raise Unsupported(f"{name} of f64 has no GLSL translation")
+            return _UNARY[name].format(args[0])
+        if name in _MAX_MIN:
+            return _MAX_MIN[name].format(*args)
+        raise Unsupported(f"{name} has no GLSL translation")
+
+    def cmpi(self, e: Op, args: list[str]) -> str:
+        predicate = e.predicate or ""
+        a, b = e.operands
+        relation = predicate if predicate in ("eq", "ne") else predicate[1:]
+        if a.type == "i1":
+            if relation in ("eq", "ne"):
+                return f"({args[0]} {_RELATIONS[relation]} {args[1]})"
+            signed = predicate[0] == "s"  # signed: true is -1; unsigned: 1
+            args = [f"({x} ? {-1 if signed else 1} : 0)" for x in args]
+        elif predicate[0] == "u":
+            unsigned = "uint64_t" if expr.width(a.type) == 64 else "uint"
+            args = [f"{unsigned}({x})" for x in args]
+        return f"({args[0]} {_RELATIONS[relation]} {args[1]})"
+
+    def cmpf(self, predicate: str, a: str, b: str) -> str:
+        if predicate in _COMPLEMENT:
+            return f"(!{self.cmpf(_COMPLEMENT[predicate], a, b)})"
+        if predicate == "one":
+            return f"({a} < {b} || {a} > {b})"
+        if predicate in ("ord", "uno"):
+            either = f"(isnan({a}) || isnan({b}))"
+            return either if predicate == "uno" else f"(!{either})"
+        if predicate[1:] not in _RELATIONS:
+            raise Unsupported(f"cmpf {predicate}")
+        return f"({a} {_RELATIONS[predicate[1:]]} {b})"
+
+    def cast(self, e: Op, text: str) -> str:
+        source, target, name = e.operands[0].type, e.type, e.name
+        kind = _value_type(target)
+        if name == "arith.fptoui":
+            raise Unsupported("a cast of a float to unsigned")
+        if target == "i1":
+            if name == "arith.fptosi" or source == "i1":
+                raise Unsupported(f"{name} to i1")
+            return f"(({text} & 1) != 0)"  # an integer to i1 keeps its low bit
+        if source == "i1":
+            one = -1 if name in ("arith.sitofp", "arith.extsi", "arith.index_cast") else 1
+            value = f"({text} ? {kind}({one}) : {kind}(0))"
+        elif name in ("arith.uitofp", "arith.extui", "arith.index_castui"):
+            unsigned = "uint64_t" if expr.width(source) == 64 else "uint"
+            value = f"{kind}({unsigned}({text}))"
+        else:
+            value = f"{kind}({text})"
+        if target in ("f16", "bf16") and name != "arith.extf":
+            return f"round_{target}({value})"
+        return value
+
+
+def mask_code(mask: ir.Value, dim_name: Callable[[ir.Value, int], str | None]) -> MaskCode | str:
+    """The mask (batch, n_q, n_k) as a GLSL expression of the shader's ``batch``, ``row``
+    and ``key``, or why it cannot be. ``dim_name``: what a dynamic dim of a tensor the
+    mask reads is among the kernel's sizes ("n_q", "n_k" or None)."""
+    try:
+        tree = expr.of_tensor(mask)
+        sizes = {
+            leaf.slot: [
+                n if n >= 0 else _named(dim_name(tree.inputs[leaf.slot], d)) or n
+                for d, n in enumerate(leaf.shape)
+            ]
+            for leaf in expr.leaves(tree.expr)
+        }
+        text = _Printer(sizes)(tree.expr)
+        text = f"float({text})" if _value_type(tree.expr.type) != "float" else text
+        types = [BUFFER_TYPES[leaf.type] for leaf in expr.leaves(tree.expr)]
+    except Unsupported as why:
+        return str(why)
+    if len(tree.inputs) > 4:
+        return "more than 4 tensors feed the mask"
+    neg_inf = any(isinstance(e, Const) and e.value == -math.inf for e in expr.walk(tree.expr))
+    reads_rows = any(isinstance(e, Index) and e.dim == 1 for e in expr.walk(tree.expr))
+    return MaskCode(text, tree.inputs, types, neg_inf, 1, reads_rows)
+
+
+def _named(name: str | None) -> str | None:
+    return f"int64_t({name})" if name else None
