@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from fusion_compiler.dialects import causal, hal, linalg, linalg_ext
+from fusion_compiler.dialects import causal, expr, hal, linalg, linalg_ext
 from fusion_compiler.dialects.builders import (
     Size,
     affine_map,
@@ -130,6 +130,80 @@ def key_spans(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> Spa
     )
 
 
+def reads_spans_per_call(op: ir.Operation, form: Layout, spans: Spans | None) -> bool:
+    """Whether the loop should find each query block's kept keys per call: a mask that
+    depends on the model's inputs (padding, document ids) and can hold -inf, where no
+    static spans or band bound the keys. Keys -inf in every row of the block add nothing,
+    so skipping the blocks outside [first kept, last kept] is exact."""
+    if not form.has_mask or form.band_only or spans is not None:
+        return False
+    mask = op.operands[4]
+    try:
+        tree = expr.of_tensor(mask)
+    except expr.Unsupported:
+        return False
+    makes_neg_inf = any(
+        isinstance(e, expr.Const) and e.value == -math.inf for e in expr.walk(tree.expr)
+    )
+    return makes_neg_inf and bool(tree.inputs) and causal.kept_keys(mask, 1, 2) is None
+
+
+def _reads_rows(mask: ir.Value) -> bool:
+    """Whether the mask's values vary with the query row (documents do, padding not)."""
+    tree = expr.of_tensor(mask)
+    return any(isinstance(e, expr.Index) and e.dim == 1 for e in expr.walk(tree.expr))
+
+
+def _kept_span(mask: ir.Value, i: ir.Value, sizes: list[Size]) -> tuple[ir.Value, ir.Value]:
+    """The first kept key and one past the last of the mask's rows ``i`` on (``sizes``:
+    batch, rows, keys; kept: not -inf, in some batch and row), as host indices; (keys,
+    0) where none is kept.
+    Two reductions: over the block's (batch, rows) per key, parallel over the keys (the
+    mask's producers re-run on the block), then over the keys."""
+    batch, tm, keys = sizes
+    tile = tile_of(mask, [0, i, 0], [batch, tm, keys])
+    element = ir.RankedTensorType(mask.type).element_type
+    i1, i64 = ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(64)
+
+    def constant(type_: ir.Type, value: int) -> ir.Value:
+        return dialects.arith.ConstantOp(type_, value).result
+
+    def kept_here(value: ir.Value, kept: ir.Value) -> ir.Value:
+        minus_inf = dialects.arith.ConstantOp(element, -math.inf).result
+        here = dialects.arith.CmpFOp(dialects.arith.CmpFPredicate.UNE, value, minus_inf)
+        return dialects.arith.OrIOp(kept, here.result).result
+
+    nothing = dialects.linalg.fill(constant(i1, 0), outs=[empty_of([keys], i1)])
+    per_key = generic(
+        [tile], nothing, _maps(3, [0, 1, 2], [2]), ["reduction", "reduction", "parallel"], kept_here
+    )
+    kinds = [ir.Attribute.parse("#linalg.iterator_type<reduction>")]
+    starts = [constant(i64, 0), dialects.arith.IndexCastOp(i64, _as_index(keys)).result]
+    span = dialects.linalg.GenericOp(
+        [ir.RankedTensorType.get([], i64)] * 2,
+        [per_key],
+        [dialects.linalg.fill(v, outs=[empty_of([], i64)]) for v in starts[::-1]],
+        ir.ArrayAttr.get(_maps(1, [0], [], [])),
+        ir.ArrayAttr.get(kinds),
+    )
+    block = span.regions[0].blocks.append(i1, i64, i64)
+    with ir.InsertionPoint(block):
+        kept, first, end = block.arguments
+        key = dialects.arith.IndexCastOp(i64, dialects.linalg.IndexOp(0).result).result
+        after = dialects.arith.AddIOp(key, constant(i64, 1)).result
+        dialects.linalg.YieldOp(
+            [
+                dialects.arith.SelectOp(kept, dialects.arith.MinSIOp(first, key), first).result,
+                dialects.arith.SelectOp(kept, dialects.arith.MaxSIOp(end, after), end).result,
+            ]
+        )
+    index_type = ir.IndexType.get()
+    return tuple(  # type: ignore[return-value]
+        dialects.arith.IndexCastOp(index_type, dialects.tensor.ExtractOp(r, []).result).result
+        for r in span.results
+    )
+
+
 def _step_function(i: ir.Value, per_block: tuple[int, ...], block_q: int, block_k: int):
     """per_block[i // block_q] * block_k at row offset ``i``, as host arithmetic: the first
     value plus a select per change (a few per mask: chunks, documents)."""
@@ -147,10 +221,15 @@ def _step_function(i: ir.Value, per_block: tuple[int, ...], block_q: int, block_
 
 
 def rewrite_online_softmax(
-    op: ir.Operation, form: Layout, block_q: int, block_k: int, spans: Spans | None = None
+    op: ir.Operation,
+    form: Layout,
+    block_q: int,
+    block_k: int,
+    spans: Spans | None = None,
+    spans_per_call: bool = False,
 ) -> None:
     """iree_linalg_ext.attention -> scf.for(Q blocks) { scf.for(K blocks) { FA2 step } }."""
-    result = build(op, form, block_q, block_k, spans)
+    result = build(op, form, block_q, block_k, spans, spans_per_call)
     op.results[0].replace_all_uses_with(result)
     erase_dead([op])  # and the mask producers, now re-run per block inside the loop
 
@@ -164,7 +243,8 @@ def run(module: ir.Operation, options: Options) -> None:
         location = op.location
         block_q, block_k = blocks(op, options)
         spans = key_spans(op, form, block_q, block_k)
-        rewrite_online_softmax(op, form, block_q, block_k, spans)
+        per_call = reads_spans_per_call(op, form, spans)
+        rewrite_online_softmax(op, form, block_q, block_k, spans, per_call)
         skipping = (
             f", key blocks above the diagonal (offset {form.causal_offset}) skipped"
             if form.causal_offset is not None
@@ -174,6 +254,8 @@ def run(module: ir.Operation, options: Options) -> None:
             skipping += f", keys before row{form.window_start:+d} skipped (a sliding window)"
         if spans is not None:
             skipping += f", {spans.skipped:.0%} of key blocks skipped by the mask's values"
+        if per_call:
+            skipping += ", key blocks outside each query block's kept keys skipped per call"
         remarks.emit(
             location,
             f"attention rewritten as online softmax (blocks {block_q}x{block_k}{skipping})",
@@ -233,7 +315,12 @@ def _materialized(value: ir.Value) -> ir.Value:
 
 
 def build(
-    op: ir.Operation, form: Layout, block_q: int, block_k: int, spans: Spans | None = None
+    op: ir.Operation,
+    form: Layout,
+    block_q: int,
+    block_k: int,
+    spans: Spans | None = None,
+    spans_per_call: bool = False,
 ) -> ir.Value:
     """Inserts the loop nest before ``op``; returns the value replacing its result."""
     q, k, v, scale = list(op.operands)[:4]
@@ -253,6 +340,9 @@ def build(
         log2_scale = times(to_f32(scale), LOG2E)
         lag = _lag(rows, keys, block_q, block_k)
         ring = [hal.null_fence() for _ in range(lag - 1)] if lag else []
+        span = None  # a mask that ignores the query row: its kept keys found once per call
+        if spans_per_call and not _reads_rows(mask):
+            span = _kept_span(mask, index(0), [batch, 1, keys])
         outer = dialects.scf.ForOp(index(0), _as_index(rows), index(block_q), [out_init, *ring])
         outer.operation.attributes[MARKER] = ir.UnitAttr.get()
         with ir.InsertionPoint(outer.body):
@@ -292,6 +382,13 @@ def build(
                 keys_bound = dialects.arith.MinSIOp(
                     keys_bound, _step_function(i, spans.end, block_q, block_k)
                 ).result
+            if spans_per_call:
+                first, end = span or _kept_span(mask, i, [batch, tm, keys])
+                aligned = dialects.arith.MulIOp(
+                    dialects.arith.DivUIOp(first, index(block_k)).result, index(block_k)
+                ).result  # a block's start, as ``tile_size`` takes it
+                first_key = dialects.arith.MaxSIOp(first_key, aligned).result
+                keys_bound = dialects.arith.MinSIOp(keys_bound, end).result
             inner = dialects.scf.ForOp(first_key, keys_bound, index(block_k), running)
             with ir.InsertionPoint(inner.body):
                 j = inner.induction_variable

@@ -172,3 +172,26 @@ def test_selected_finfo_min_is_fused_and_matches_on_every_row(spelling, lowering
     got, want = _run(Selected(spelling), lowering)
     assert torch.isfinite(want).all()
     assert rel_error(got, want) < 1e-4
+
+
+@pytest.mark.parametrize("lengths", [(1, 300), (130, 257), (300, 300), (40, 40)], ids=str)
+def test_kept_keys_found_per_call_bound_the_cpu_loop_exactly(lengths) -> None:
+    """A padding mask input, -inf past each sequence's length: the CPU loop visits only
+    the key blocks up to the longest sequence's last kept key (found per call, the
+    example's padding another), one sequence of a single key among them."""
+    from variants import PaddingMaskAttention
+
+    model = PaddingMaskAttention().eval()
+
+    def inputs(kept: tuple[int, ...]) -> tuple:
+        qkv = tuple(torch.randn(len(kept), H, 300, D) for _ in range(3))
+        return (*qkv, torch.arange(300)[None, :] < torch.tensor(kept)[:, None])
+
+    module = fc.compile(model, example_args=inputs((300, 200)), target="cpu")
+    said = "key blocks outside each query block's kept keys skipped per call"
+    assert any(said in r.message for r in module.remarks), module.remarks
+    fresh = inputs(lengths)
+    with torch.no_grad():
+        want = model(*(x.double() if x.is_floating_point() else x for x in fresh))
+    got = torch.as_tensor(fc.load(module, device="local-task")(*fresh))
+    assert rel_error(got, want) < 1e-5

@@ -123,6 +123,73 @@ func.func @prefix(%q: tensor<2x8x16xf32>, %k: tensor<2x8x16xf32>, %v: tensor<2x8
 // CHECK: %[[END:.+]] = arith.minsi %{{.+}}, %[[UPTO]] : index
 // CHECK: scf.for %{{.+}} = %{{.+}} to %[[END]] step
 
+// A padding mask from an input (B, Nk) i1, -inf where not kept: the mask ignores the row,
+// so its kept keys are found once per call, before the loops (a reduction over batches
+// per key, then over keys, read on the host), and bound every row block's key loop.
+#keys = affine_map<(d0, d1, d2) -> (d0, d2)>
+func.func @padding(%q: tensor<2x8x16xf32>, %k: tensor<2x8x16xf32>, %v: tensor<2x8x8xf32>, %keep: tensor<2x8xi1>) -> tensor<2x8x8xf32> {
+  %scale = arith.constant 0.25 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  %em = tensor.empty() : tensor<2x8x8xf32>
+  %mask = linalg.generic {indexing_maps = [#keys, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%keep : tensor<2x8xi1>) outs(%em : tensor<2x8x8xf32>) {
+  ^bb0(%kept: i1, %out: f32):
+    %r = arith.select %kept, %zero, %ninf : f32
+    linalg.yield %r : f32
+  } -> tensor<2x8x8xf32>
+  %e = tensor.empty() : tensor<2x8x8xf32>
+  // expected-remark @below {{attention rewritten as online softmax (blocks 4x4, key blocks outside each query block's kept keys skipped per call)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
+      ins(%q, %k, %v, %scale, %mask : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x8xf32>, f32, tensor<2x8x8xf32>)
+      outs(%e : tensor<2x8x8xf32>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<2x8x8xf32>
+  return %o : tensor<2x8x8xf32>
+}
+// CHECK-LABEL: func.func @padding(
+// CHECK-NOT: scf.for
+// CHECK: %[[KEPT:.+]] = linalg.generic {{.*}}iterator_types = ["reduction", "reduction", "parallel"]} ins(%{{.+}} : tensor<2x1x8xf32>) outs(%{{.+}} : tensor<8xi1>)
+// CHECK: arith.cmpf une
+// CHECK: %[[SPAN:.+]]:2 = linalg.generic {{.*}}iterator_types = ["reduction"]} ins(%[[KEPT]] : tensor<8xi1>) outs(%{{.+}}, %{{.+}} : tensor<i64>, tensor<i64>)
+// CHECK: %[[FIRST:.+]] = tensor.extract %[[SPAN]]#0[] : tensor<i64>
+// CHECK: %[[END:.+]] = tensor.extract %[[SPAN]]#1[] : tensor<i64>
+// CHECK: scf.for
+// CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step
+
+// Packed documents (ids an input, kept where the row's and the key's ids match): the
+// mask reads the row, so each row block finds its kept keys inside the query loop.
+#rows = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @documents(%q: tensor<2x8x16xf32>, %k: tensor<2x8x16xf32>, %v: tensor<2x8x8xf32>, %ids: tensor<2x8xi64>) -> tensor<2x8x8xf32> {
+  %scale = arith.constant 0.25 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  %em = tensor.empty() : tensor<2x8x8xf32>
+  %mask = linalg.generic {indexing_maps = [#rows, #keys, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%ids, %ids : tensor<2x8xi64>, tensor<2x8xi64>) outs(%em : tensor<2x8x8xf32>) {
+  ^bb0(%mine: i64, %theirs: i64, %out: f32):
+    %same = arith.cmpi eq, %mine, %theirs : i64
+    %r = arith.select %same, %zero, %ninf : f32
+    linalg.yield %r : f32
+  } -> tensor<2x8x8xf32>
+  %e = tensor.empty() : tensor<2x8x8xf32>
+  // expected-remark @below {{attention rewritten as online softmax (blocks 4x4, key blocks outside each query block's kept keys skipped per call)}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
+      ins(%q, %k, %v, %scale, %mask : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x8xf32>, f32, tensor<2x8x8xf32>)
+      outs(%e : tensor<2x8x8xf32>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<2x8x8xf32>
+  return %o : tensor<2x8x8xf32>
+}
+// CHECK-LABEL: func.func @documents(
+// CHECK-NOT: tensor.extract
+// CHECK: scf.for %[[I:[a-z0-9_]+]] =
+// CHECK: linalg.generic {{.*}}iterator_types = ["reduction", "reduction", "parallel"]} ins(%{{.+}} : tensor<2x4x8xf32>) outs(%{{.+}} : tensor<8xi1>)
+// CHECK: %[[SPAN:.+]]:2 = linalg.generic {{.*}}iterator_types = ["reduction"]}
+// CHECK: tensor.extract %[[SPAN]]#0[] : tensor<i64>
+// CHECK: tensor.extract %[[SPAN]]#1[] : tensor<i64>
+// CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step
+
 {-#
   dialect_resources: {
     builtin: {
