@@ -202,7 +202,7 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
             return done(stage)
         # Linalg text goes through IREE's input phase too: it is where IREE adopts func.func.
         op = _lower_to_linalg(session, op)
-        signature.attach(op)
+        signature.attach(op, tgt.vulkan_target)
         if stage is Stage.TORCH:
             stage = Stage.LINALG
             dumper.write(stage.value, op)

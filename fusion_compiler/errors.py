@@ -99,6 +99,23 @@ class TargetError(FusionCompilerError, ValueError):
         super().__init__(f"unsupported {option} {value!r}; supported: {', '.join(supported)}")
 
 
+class WrongDeviceError(FusionCompilerError):
+    """A module compiled for one vendor's Vulkan devices, loaded on another's, where
+    IREE's code for its target computes wrong results."""
+
+    def __init__(self, target: str, vendor: str, device: str):
+        self.target = target
+        self.vendor = vendor
+        self.device = device
+        super().__init__(
+            f"the module was compiled with vulkan_target={target!r}, for {vendor} GPUs, and "
+            f"the Vulkan device here is {device!r}: IREE's reductions for that target assume "
+            f"{vendor}'s subgroup size and give wrong results on other devices. Compile for "
+            "this device's target (fc.compile(..., vulkan_target=...); "
+            "'vp_android_baseline_2022' runs on any Vulkan device)."
+        )
+
+
 class EmptyModuleError(FusionCompilerError):
     """The input holds no function, so there is nothing to compile."""
 

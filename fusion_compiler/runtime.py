@@ -31,7 +31,9 @@ from fusion_compiler.errors import (
     DimensionRangeError,
     FusionCompilerError,
     ModuleFileError,
+    WrongDeviceError,
 )
+from fusion_compiler.targets import VULKAN_VENDORS
 
 # nanobind's leak report at interpreter exit is about the runtime's bindings, not user code.
 rt._binding.disable_leak_checker()
@@ -71,6 +73,7 @@ _STORAGE_KEY = "fusion.result_storage"
 _PARAMETER_SCOPE = "model"
 _PARAMETERS_KEY = "fusion.parameters"  # what it reads, key=tensor<...> (signature)
 _MUTATED_KEY = "fusion.mutated"  # the inputs a call updates in place (signature.MUTATED_KEY)
+_VULKAN_TARGET_KEY = "fusion.vulkan_target"  # signature.VULKAN_TARGET_KEY
 
 
 @dataclass(frozen=True)
@@ -558,6 +561,8 @@ class LoadedModule:
                 f"not a loadable IREE module ({exc})",
                 "give a .vmfb from fc.compile (CompiledModule.save) or iree-compile",
             ) from None
+        if device.startswith("vulkan"):
+            _check_vulkan_device(self._vm_module, device)
         self._context = rt.SystemContext(config=self.config)
         self._weights: list[np.ndarray] = []  # the memory the parameters are read from
         if weights is not None:
@@ -697,6 +702,31 @@ class LoadedModule:
     def __call__(self, *args: torch.Tensor | np.ndarray):
         name = "main" if "main" in self.function_names else self.function_names[0]
         return self[name](*args)
+
+
+def _check_vulkan_device(vm_module: rt.VmModule, device: str) -> None:
+    """Refuses a Vulkan device the module's SPIR-V target's code is wrong on: IREE's
+    reductions for an NVIDIA, AMD or Arm target assume that vendor's subgroup size, and
+    on another device they run and give wrong results (``targets.VULKAN_VENDORS``)."""
+    targets = {
+        function.reflection.get(_VULKAN_TARGET_KEY)
+        for function in map(vm_module.lookup_function, vm_module.function_names)
+        if function is not None
+    } - {None}
+    vendor = next((VULKAN_VENDORS.get(t) for t in targets if t in VULKAN_VENDORS), None)
+    if vendor is None:
+        return
+    try:
+        found = rt.get_driver("vulkan").query_available_devices()
+    except (ValueError, RuntimeError):  # no driver: rt.Config has said so already
+        return
+    chosen = device.partition("://")[2]  # "vulkan": the first device; "vulkan://1", a path
+    if chosen.isdigit():
+        found = found[int(chosen) :][:1]
+    elif chosen:
+        found = [d for d in found if d["path"] == chosen]
+    if found and vendor.lower() not in found[0]["name"].lower():
+        raise WrongDeviceError(next(iter(targets)), vendor, found[0]["name"])
 
 
 def _transient_size(asynchronous) -> int:

@@ -25,6 +25,9 @@ RANGES_KEY = "fusion.dim_ranges"
 # JSON of the model's results in order: {} a tensor the module returns, {"value": v} a
 # constant the program returned (None) that the runtime puts back.
 RESULTS_KEY = "fusion.results"
+# IREE's SPIR-V target the module was compiled for (Vulkan): the runtime refuses a device
+# that target's code is wrong on (``targets.VULKAN_VENDORS``)
+VULKAN_TARGET_KEY = "fusion.vulkan_target"
 # How many result storage buffer views follow an entry point's inputs
 # (``fusion-caller-storage``): the runtime passes one per result, of its type, then one
 # buffer for the call's transient memory.
@@ -72,8 +75,9 @@ def _tensor_types(func: ir.Operation) -> tuple[list[str], list[str], list[int]]:
     return [inputs.get(i, ANY) for i in range(len(args))], outputs, sorted(set(written))
 
 
-def attach(module: ir.Operation) -> None:
-    """Adds the signature to every public entry point with a ``$async`` body (torch ABI)."""
+def attach(module: ir.Operation, vulkan_target: str | None = None) -> None:
+    """Adds the signature to every public entry point with a ``$async`` body (torch ABI),
+    and the Vulkan target it is compiled for."""
     functions = _functions(module)
     context = module.context
     facts: dict[str, dict[str, str]] = {}  # key -> function -> value, from the front end
@@ -108,6 +112,8 @@ def attach(module: ir.Operation) -> None:
                 entries[key] = ir.StringAttr.get(value, context=context)
         if parameters:
             entries[PARAMETERS_KEY] = ir.StringAttr.get(parameters, context=context)
+        if vulkan_target is not None:
+            entries[VULKAN_TARGET_KEY] = ir.StringAttr.get(vulkan_target, context=context)
         func.attributes["iree.reflection"] = ir.DictAttr.get(entries, context=context)
 
 

@@ -14,6 +14,7 @@ class Target:
     flags: tuple[str, ...]
     device: str  # the runtime device fc.load uses by default
     kernel_arch: str | None = None  # generated attention kernels for this arch (sm_90)
+    vulkan_target: str | None = None  # IREE's SPIR-V target (Vulkan)
 
 
 # Architectures that get generated attention kernels; IREE 3.13 has no Hopper target, so
@@ -49,6 +50,17 @@ VULKAN_TARGETS = (
     *("valhall", "valhall1", "valhall2", "valhall3", "valhall4", "adreno"),
     "vp_android_baseline_2022",
 )
+# The word a Vulkan device's name holds where a target's code is right on it. A target
+# fixes the subgroup size IREE's reductions are written for (32 for NVIDIA's names): on
+# another device the module runs and its reductions are wrong (Mesa's llvmpipe, subgroups
+# of 8: a ViT's output off by 105% under "pascal", right under vp_android_baseline_2022,
+# which uses no subgroup operations and so runs anywhere).
+VULKAN_VENDORS = {
+    **dict.fromkeys(("pascal", "volta", "turing", "ampere", "ada"), "NVIDIA"),
+    **dict.fromkeys(("rdna1", "rdna2", "rdna3", "rdna4", "cdna1", "cdna2", "cdna3"), "AMD"),
+    **dict.fromkeys(("valhall", "valhall1", "valhall2", "valhall3", "valhall4"), "Mali"),
+    "adreno": "Adreno",
+}
 # IREE's names for some of them (architectures and products), taken as they are.
 _IREE_CUDA_NAMES = (
     *("pascal", "volta", "turing", "ampere", "ada", "a100"),
@@ -94,6 +106,7 @@ def get_target(
             "vulkan",
             ("--iree-hal-target-device=vulkan", f"--iree-vulkan-target={vulkan_target}"),
             "vulkan",
+            vulkan_target=vulkan_target,
         )
     raise ValueError(f"unknown target {name!r}; expected one of: cpu, cuda, vulkan")
 

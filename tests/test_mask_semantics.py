@@ -14,7 +14,7 @@ import iree.runtime as rt
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import rel_error
+from conftest import ANY_VULKAN, rel_error
 
 import fusion_compiler as fc
 
@@ -88,7 +88,8 @@ def _run(
     target, attention = lowering
     keep = _padding_and_causal()
     example = tuple(torch.randn(B, H, N, D, dtype=dtype) for _ in range(3)) + (keep,)
-    module = fc.compile(model, example_args=example, target=target, attention=attention)
+    options = {"vulkan_target": ANY_VULKAN} if target == "vulkan" else {}
+    module = fc.compile(model, example_args=example, target=target, attention=attention, **options)
     assert module.stats["attention_ops"] == 1, module.remarks
     assert module.stats["softmax_ops"] == 0
     fresh = tuple(torch.randn(B, H, N, D, dtype=dtype) for _ in range(3)) + (keep,)
