@@ -680,10 +680,12 @@ def import_model(
             decompose |= composite
         dims = dynamic_dims(source)
         ranges = dim_ranges(source) if dims else None
+        unsigned = unsigned_inputs(source)
     entries = {
         signature.DIMS_KEY: dims,
         signature.RANGES_KEY: ranges,
         signature.RESULTS_KEY: results,
+        signature.UNSIGNED_KEY: unsigned,
     }
     _attach_to_entry_point(module.operation, {k: v for k, v in entries.items() if v})
     return module, Stage.TORCH, constants
@@ -760,6 +762,22 @@ def _constant_outputs_dropped(program: torch.export.ExportedProgram) -> str | No
     output.args = (tuple(kept),)
     specs[:] = [s for s, c in zip(specs, constant, strict=True) if not c]
     return json.dumps(order)
+
+
+_UNSIGNED = (torch.uint8, torch.uint16, torch.uint32, torch.uint64)
+
+
+def unsigned_inputs(program: torch.export.ExportedProgram) -> str | None:
+    """The indices of the tensor inputs of an unsigned type, ``,``-separated (None: none;
+    ``signature.UNSIGNED_KEY``): MLIR's integers are signless, so a uint8 input reaches
+    the module as i8 and its signature would ask for int8."""
+    placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    found = []
+    for i, name in enumerate(program.graph_signature.user_inputs):
+        value = placeholders[name].meta.get("val") if name in placeholders else None
+        if isinstance(value, torch.Tensor) and value.dtype in _UNSIGNED:
+            found.append(str(i))
+    return ",".join(found) or None
 
 
 def dynamic_dims(program: torch.export.ExportedProgram) -> str | None:

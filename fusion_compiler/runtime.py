@@ -33,7 +33,7 @@ from fusion_compiler.errors import (
     ModuleFileError,
     WrongDeviceError,
 )
-from fusion_compiler.targets import VULKAN_VENDORS
+from fusion_compiler.targets import VENDOR_NAMES, VULKAN_VENDORS
 
 # nanobind's leak report at interpreter exit is about the runtime's bindings, not user code.
 rt._binding.disable_leak_checker()
@@ -50,6 +50,9 @@ _DTYPES: dict[str, torch.dtype] = {
     "i16": torch.int16,
     "i8": torch.int8,
     "ui8": torch.uint8,
+    "ui16": torch.uint16,
+    "ui32": torch.uint32,
+    "ui64": torch.uint64,
     "i1": torch.bool,
 }
 # numpy has no bfloat16: such tensors travel as their bits, typed for IREE explicitly.
@@ -725,7 +728,7 @@ def _check_vulkan_device(vm_module: rt.VmModule, device: str) -> None:
         found = found[int(chosen) :][:1]
     elif chosen:
         found = [d for d in found if d["path"] == chosen]
-    if found and vendor.lower() not in found[0]["name"].lower():
+    if found and not any(word in found[0]["name"].lower() for word in VENDOR_NAMES[vendor]):
         raise WrongDeviceError(next(iter(targets)), vendor, found[0]["name"])
 
 

@@ -25,6 +25,9 @@ RANGES_KEY = "fusion.dim_ranges"
 # JSON of the model's results in order: {} a tensor the module returns, {"value": v} a
 # constant the program returned (None) that the runtime puts back.
 RESULTS_KEY = "fusion.results"
+# The inputs of an unsigned torch type (``0,3``): MLIR's integers are signless, so the
+# imported type (i8) is read as its unsigned twin there (ui8).
+UNSIGNED_KEY = "fusion.unsigned_inputs"
 # IREE's SPIR-V target the module was compiled for (Vulkan): the runtime refuses a device
 # that target's code is wrong on (``targets.VULKAN_VENDORS``)
 VULKAN_TARGET_KEY = "fusion.vulkan_target"
@@ -81,7 +84,7 @@ def attach(module: ir.Operation, vulkan_target: str | None = None) -> None:
     functions = _functions(module)
     context = module.context
     facts: dict[str, dict[str, str]] = {}  # key -> function -> value, from the front end
-    for key in (DIMS_KEY, RANGES_KEY, RESULTS_KEY):
+    for key in (DIMS_KEY, RANGES_KEY, RESULTS_KEY, UNSIGNED_KEY):
         if key in module.attributes:
             facts[key] = {
                 a.name: ir.StringAttr(a.attr).value for a in ir.DictAttr(module.attributes[key])
@@ -98,6 +101,10 @@ def attach(module: ir.Operation, vulkan_target: str | None = None) -> None:
             entries = {a.name: a.attr for a in ir.DictAttr(func.attributes["iree.reflection"])}
         if STORAGE_KEY in entries:  # compiled before: its result storage follows the inputs
             inputs = inputs[: len(inputs) - int(ir.StringAttr(entries[STORAGE_KEY]).value) - 1]
+        unsigned = facts.get(UNSIGNED_KEY, {}).get(name)
+        for index in map(int, unsigned.split(",") if unsigned else []):
+            if index < len(inputs):  # tensor<2x8xi8> -> tensor<2x8xui8>
+                inputs[index] = re.sub(r"xi(\d+)>$", r"xui\1>", inputs[index])
         entries[INPUTS_KEY] = ir.StringAttr.get(";".join(inputs), context=context)
         entries[OUTPUTS_KEY] = ir.StringAttr.get(";".join(outputs), context=context)
         mutated = [i for i in written if i < len(inputs)]  # not the result storage

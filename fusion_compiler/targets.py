@@ -61,6 +61,13 @@ VULKAN_VENDORS = {
     **dict.fromkeys(("valhall", "valhall1", "valhall2", "valhall3", "valhall4"), "Mali"),
     "adreno": "Adreno",
 }
+# the words each vendor's device names hold (older drivers leave the vendor out)
+VENDOR_NAMES = {
+    "NVIDIA": ("nvidia", "geforce", "quadro", "tesla", "titan"),
+    "AMD": ("amd", "radeon"),
+    "Mali": ("mali",),
+    "Adreno": ("adreno",),
+}
 # IREE's names for some of them (architectures and products), taken as they are.
 _IREE_CUDA_NAMES = (
     *("pascal", "volta", "turing", "ampere", "ada", "a100"),

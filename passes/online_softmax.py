@@ -142,10 +142,23 @@ def reads_spans_per_call(op: ir.Operation, form: Layout, spans: Spans | None) ->
         tree = expr.of_tensor(mask)
     except expr.Unsupported:
         return False
-    makes_neg_inf = any(
-        isinstance(e, expr.Const) and e.value == -math.inf for e in expr.walk(tree.expr)
-    )
-    return makes_neg_inf and bool(tree.inputs) and causal.kept_keys(mask, 1, 2) is None
+    return _masks_by_inputs(tree.expr) and causal.kept_keys(mask, 1, 2) is None
+
+
+def _masks_by_inputs(tree: expr.Expr) -> bool:
+    """Whether ``tree`` selects -inf by a condition that reads an input (a padding mask,
+    document ids), not only by indices (a causal band beside an input bias)."""
+
+    def reads_input(e: expr.Expr) -> bool:
+        return any(isinstance(x, expr.Load) for x in expr.walk(e))
+
+    for e in expr.walk(tree):
+        if isinstance(e, expr.Op) and e.name == "arith.select":
+            condition, *values = e.operands
+            minus_inf = any(isinstance(v, expr.Const) and v.value == -math.inf for v in values)
+            if minus_inf and reads_input(condition):
+                return True
+    return False
 
 
 def _reads_rows(mask: ir.Value) -> bool:

@@ -454,3 +454,19 @@ def test_zero_size_batch_or_heads_gives_pytorchs_empty_result(shape) -> None:
     got = fc.load(fc.compile(_Attention(), example_args=(q, k, v)))(q, k, v)
     want = _Attention()(q, k, v)
     assert got.shape == want.shape and got.dtype == want.dtype and got.numel() == 0
+
+
+class ByteLookup(torch.nn.Module):
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return ids.to(torch.int32) * 2
+
+
+def test_unsigned_byte_input_is_taken_as_exported_and_int8_is_refused() -> None:
+    """MLIR's integers are signless: a uint8 input reaches the module as i8, and its
+    signature asked callers for int8 (their uint8 refused, an int8 taken and read as
+    unsigned); the front end records the input as unsigned."""
+    ids = torch.tensor([[0, 7, 200, 255]], dtype=torch.uint8)
+    run = fc.load(fc.compile(ByteLookup(), example_args=(ids,)))
+    assert torch.equal(torch.as_tensor(run(ids)), ByteLookup()(ids))
+    with pytest.raises(fc.ArgumentError, match="argument 0 has shape/dtype"):
+        run(ids.to(torch.int8))

@@ -146,6 +146,39 @@ def test_dynamic_sequence_length_one_kernel_three_lengths() -> None:
         assert rel_error(run(*fresh), want) < BOUND[torch.float16], f"length {length}"
 
 
+class ByteIdsAndChunks(torch.nn.Module):
+    """A mask from a uint8 input read as unsigned (ids of 200 and above hidden: a byte
+    the shader holds sign-extended must read back as 200-255) and from integer floor
+    division of positions (chunks of 100 keys, not a power of two)."""
+
+    def forward(self, q, k, v, ids):
+        n = q.shape[-2]
+        rows, cols = torch.arange(n)[:, None], torch.arange(n)[None, :]
+        hidden = (ids.to(torch.int64) >= 200)[:, None, None, :] | (rows // 100 != cols // 100)
+        s = (q @ k.transpose(-2, -1)) * 0.125
+        return torch.softmax(s.masked_fill(hidden, float("-inf")), dim=-1) @ v
+
+
+@needs_glslang
+@needs_vulkan
+def test_mask_of_unsigned_bytes_and_floor_division_is_computed_exactly() -> None:
+    model = ByteIdsAndChunks().eval()
+
+    def inputs() -> tuple:
+        qkv = tuple(torch.randn(2, 2, 300, 64) for _ in range(3))
+        ids = torch.randint(0, 200, (2, 300), dtype=torch.uint8)
+        ids[:, 1::3] = torch.randint(200, 256, (2, 100), dtype=torch.uint8)
+        return (*qkv, ids)
+
+    module = fc.compile(model, example_args=inputs(), target="vulkan", vulkan_target=ANY_VULKAN)
+    said = [r.message for r in module.remarks if "Vulkan kernel" in r.message]
+    assert "mask computed in the kernel from 1 tensor" in said[0], said
+    fresh = inputs()
+    with torch.no_grad():
+        want = model(*(x.double() if x.is_floating_point() else x for x in fresh))
+    assert rel_error(fc.load(module, device="vulkan")(*fresh), want) < 1e-5
+
+
 @needs_glslang
 @needs_vulkan
 def test_padding_mask_input_is_computed_in_the_kernel_at_three_lengths() -> None:

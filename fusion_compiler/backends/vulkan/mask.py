@@ -92,6 +92,34 @@ def _value_type(type_: str) -> str:
     return found
 
 
+def _unsigned(text: str, type_: str) -> str:
+    """An integer value read as unsigned of its own width: a narrow one (an i8 load,
+    held sign-extended in an int) keeps its low bits."""
+    bits = expr.width(type_)
+    if bits == 64:
+        return f"uint64_t({text})"
+    return f"uint({text})" if bits == 32 else f"(uint({text}) & {(1 << bits) - 1}u)"
+
+
+def _floor_division(e: Op) -> tuple[Expr, int] | None:
+    """(x, c) where ``e`` is torch-mlir's integer floor division x // c: floor of an f64
+    division of an integer by a nonzero integral constant. The f64 quotient of integers
+    below 2^53 floors to the exact integer quotient; Vulkan computes an f64 division to
+    about 2.5 ulp, which can floor one too low, so it is printed as integer arithmetic."""
+    if e.name != "math.floor" or e.type != "f64":
+        return None
+    inner = e.operands[0]
+    if not (isinstance(inner, Op) and inner.name == "arith.divf"):
+        return None
+    a, b = inner.operands
+    if not (isinstance(a, Op) and a.name == "arith.sitofp") or not isinstance(b, Const):
+        return None
+    c = float(b.value)
+    if not c.is_integer() or c == 0 or abs(c) >= 2**31:
+        return None
+    return a.operands[0], int(c)
+
+
 def _float_literal(value: float, type_: str) -> str:
     if math.isnan(value) or math.isinf(value):
         bits = "0x7fc00000u" if math.isnan(value) else "0x7f800000u"
@@ -151,6 +179,12 @@ class _Printer:
 
     def value(self, e: Op) -> str:
         name, kind = e.name, _value_type(e.type)
+        division = _floor_division(e)
+        if division is not None:  # q = x / c truncated, one less where that rounded up
+            x, c = f"int64_t({self(division[0])})", f"int64_t({division[1]}l)"
+            q = f"({x} / {c})"
+            up = f"(({q} * {c} != {x}) && (({x} < 0) != ({c} < 0)))"
+            return f"double({q} - ({up} ? int64_t(1l) : int64_t(0l)))"
         args = [self(o) for o in e.operands]
         if name == "arith.select":
             return f"({args[0]} ? {args[1]} : {args[2]})"
@@ -169,8 +203,7 @@ class _Printer:
         if name in _ARITHMETIC:
             return f"({args[0]} {_ARITHMETIC[name]} {args[1]})"
         if name in ("arith.divui", "arith.remui", "arith.maxui", "arith.minui"):
-            unsigned = "uint64_t" if expr.width(e.type) == 64 else "uint"
-            a, b = (f"{unsigned}({x})" for x in args)
+            a, b = (_unsigned(x, e.type) for x in args)
             op = {"arith.divui": "{} / {}", "arith.remui": "{} % {}"}.get(name)
             op = op or ("max({}, {})" if name == "arith.maxui" else "min({}, {})")
             return f"{kind}({op.format(a, b)})"
@@ -192,8 +225,7 @@ class _Printer:
             signed = predicate[0] == "s"  # signed: true is -1; unsigned: 1
             args = [f"({x} ? {-1 if signed else 1} : 0)" for x in args]
         elif predicate[0] == "u":
-            unsigned = "uint64_t" if expr.width(a.type) == 64 else "uint"
-            args = [f"{unsigned}({x})" for x in args]
+            args = [_unsigned(x, a.type) for x in args]
         return f"({args[0]} {_RELATIONS[relation]} {args[1]})"
 
     def cmpf(self, predicate: str, a: str, b: str) -> str:
@@ -213,6 +245,11 @@ class _Printer:
         kind = _value_type(target)
         if name == "arith.fptoui":
             raise Unsupported("a cast of a float to unsigned")
+        integer = not expr.is_float(source) and source != "i1"
+        if (target in ("f16", "bf16") and source == "f64") or (
+            target == "bf16" and integer and expr.width(source) > 16
+        ):  # made a float first, then the half type: rounded twice (MLIR rounds once)
+            raise Unsupported(f"{name} of {source} to {target}")
         if target == "i1":
             if name == "arith.fptosi" or source == "i1":
                 raise Unsupported(f"{name} to i1")
@@ -221,8 +258,7 @@ class _Printer:
             one = -1 if name in ("arith.sitofp", "arith.extsi", "arith.index_cast") else 1
             value = f"({text} ? {kind}({one}) : {kind}(0))"
         elif name in ("arith.uitofp", "arith.extui", "arith.index_castui"):
-            unsigned = "uint64_t" if expr.width(source) == 64 else "uint"
-            value = f"{kind}({unsigned}({text}))"
+            value = f"{kind}({_unsigned(text, source)})"
         else:
             value = f"{kind}({text})"
         if target in ("f16", "bf16") and name != "arith.extf":
