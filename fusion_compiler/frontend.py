@@ -11,9 +11,11 @@ its own MLIR context and options, and our passes) runs in parallel across thread
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import re
+import sys
 import threading
 import traceback
 import warnings
@@ -97,6 +99,16 @@ def _export_error(model: torch.nn.Module, example_args: tuple, exc: Exception):
     )
 
 
+def _register_transformers_outputs() -> None:
+    """Imports transformers' output classes before an export where transformers is in use.
+    Each registers itself as a pytree node when its module is imported; torch.export
+    (non-strict) restores the pytree registry when it returns, so classes first imported
+    while it traces (transformers imports lazily) are forgotten, and the next export of a
+    model returning one fails ("not a known type")."""
+    if "transformers" in sys.modules:
+        importlib.import_module("transformers.modeling_outputs")
+
+
 def load_model(
     model: object,
     example_args: object = (),
@@ -120,6 +132,7 @@ def load_model(
             )
         _check_inference_mode(model)
         example_args, example_kwargs = _materialised(model, example_args, example_kwargs)
+        _register_transformers_outputs()
         try:
             with TORCH_LOCK:
                 return torch.export.export(

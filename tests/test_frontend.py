@@ -4,6 +4,8 @@ lowered is named alone, with its line."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -241,3 +243,28 @@ def test_a_result_of_no_input_stays_a_result_of_a_mutating_program() -> None:
     doubled, ranks = fc.load(module)(x, count)
     assert rel_error(doubled, x * 2) < 1e-6 and torch.equal(ranks, torch.arange(8).cumsum(0))
     assert count.item() == 1
+
+
+_LAZY_IMPORT = """
+import sys, torch, transformers
+import torch.utils._pytree as pytree
+import fusion_compiler as fc
+
+class ImportsOnTrace(torch.nn.Module):  # transformers imports its modules lazily
+    def forward(self, x):
+        import transformers.modeling_outputs
+        return x * 2
+
+fc.compile(ImportsOnTrace(), (torch.randn(3),), compile_to="torch")
+from transformers.modeling_outputs import BaseModelOutputWithPast
+sys.exit(0 if BaseModelOutputWithPast in pytree.SUPPORTED_NODES else 1)
+"""
+
+
+def test_transformers_outputs_stay_pytrees_after_an_export_that_imported_them() -> None:
+    """torch.export restores the pytree registry when it returns: an output class first
+    imported while it traced was forgotten, and the next model returning it failed to
+    export (test order made it so in the suite). In a fresh process, as a user meets it."""
+    pytest.importorskip("transformers")
+    done = subprocess.run([sys.executable, "-c", _LAZY_IMPORT], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
