@@ -7,7 +7,10 @@ On the GPU machine:  python3 benchmarks/models_gpu.py run build/models OUT
 Models at the sizes of the public checkpoints, from transformers' configs, in fp16:
 GPT-2 small, BERT-base, ViT-B/16, Whisper-small's encoder and Llama-3.2-1B's shape (16
 layers, d 2048, 32 query / 8 KV heads, vocabulary 128256), each called as a user calls it
-for prefill (token ids alone; pixels; mel features) and returning its last hidden state.
+for prefill (token ids alone; pixels; mel features) and returning its last hidden state,
+and Llama-3.2-1B's shape for a decoding step (one token per sequence against a KV cache
+of 4K or 32K positions, given as inputs per layer as transformers' DynamicCache holds
+them; tokens/s is batch over the blocking call's time).
 The modules are compiled with ``weights="external"``: they hold none of the weights. On
 the GPU machine each model is built from its config there (random weights, a seed), and
 the same weights serve every system: ``fc.load(module, weights=state_dict)`` for ours,
@@ -16,7 +19,9 @@ TFLOP/s counts 2 x parameters x tokens (the matrix products; attention's own pro
 left out), over device time.
 
 Systems: ours_sm90 (fc.compile, cuda_arch="sm_90": attention as generated kernels, the
-rest by IREE), torch_eager, torch_compile (torch.compile, default mode).
+rest by IREE), torch_eager, torch_compile (torch.compile, default mode); with --autotune
+also torch_compile_max_autotune ("max-autotune-no-cudagraphs", minutes of tuning per
+model) and, for decoding, torch_compile_reduce_overhead (CUDA graphs).
 """
 
 from __future__ import annotations
@@ -40,6 +45,13 @@ class Case:
     model: str  # a key of MODELS
     batch: int
     tokens: int  # text: ids per sequence; ViT: 224 x 224 images; Whisper: audio frames x 2
+    past: int = 0  # > 0: a decoding step of one token against a cache of this many
+
+    @property
+    def name(self) -> str:
+        if self.past:
+            return f"{self.model}_decode_B{self.batch}_past{self.past}"
+        return f"{self.model}_B{self.batch}_N{self.tokens}"
 
 
 def _gpt2():
@@ -93,7 +105,7 @@ MODELS: dict[str, Callable] = {
     "llama_3.2_1b_shape": _llama_1b,
 }
 CASES = {
-    f"{c.model}_B{c.batch}_N{c.tokens}": c
+    c.name: c
     for c in (
         Case("gpt2_small", 1, 512),
         Case("gpt2_small", 4, 2048),
@@ -105,6 +117,9 @@ CASES = {
         Case("llama_3.2_1b_shape", 1, 512),
         Case("llama_3.2_1b_shape", 4, 2048),
         Case("llama_3.2_1b_shape", 1, 8192),
+        Case("llama_3.2_1b_shape", 1, 1, past=4096),
+        Case("llama_3.2_1b_shape", 16, 1, past=4096),
+        Case("llama_3.2_1b_shape", 1, 1, past=32768),
     )
 }
 
@@ -124,10 +139,40 @@ class Prefill(torch.nn.Module):
         return self.model(input_features=x)[0]
 
 
-def _model(case: Case) -> Prefill:
+class DecodeStep(torch.nn.Module):
+    """One decoding step as transformers runs it: the new tokens against the past keys
+    and values given as inputs (per layer), through the model's own DynamicCache."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model, self.kind = model, "decode"
+
+    def forward(self, ids: torch.Tensor, *past: torch.Tensor) -> torch.Tensor:
+        cache = transformers.DynamicCache(config=self.model.config)
+        for layer in range(len(past) // 2):
+            cache.update(past[2 * layer], past[2 * layer + 1], layer)
+        return self.model(input_ids=ids, past_key_values=cache, use_cache=True)[0]
+
+
+def _model(case: Case) -> torch.nn.Module:
     torch.manual_seed(0)
     model, kind = MODELS[case.model]()
-    return Prefill(model, kind).eval().half()
+    wrapped = DecodeStep(model) if case.past else Prefill(model, kind)
+    return wrapped.eval().half()
+
+
+def _inputs(case: Case, model: torch.nn.Module, device: str) -> tuple[torch.Tensor, ...]:
+    """A call's inputs: the ids (pixels, features), and for a decoding step the cache."""
+    if not case.past:
+        return (_input(case, model.kind, device),)
+    config = model.model.config
+    heads, head_dim = config.num_key_value_heads, config.head_dim
+    shape = (case.batch, heads, case.past, head_dim)
+    cache = [
+        torch.randn(shape, device=device, dtype=torch.float16)
+        for _ in range(2 * config.num_hidden_layers)
+    ]
+    return (torch.randint(2, 30000, (case.batch, 1), device=device), *cache)
 
 
 def _input(case: Case, kind: str, device: str) -> torch.Tensor:
@@ -148,7 +193,7 @@ def prepare(folder: Path, args: argparse.Namespace) -> None:
         model = _model(case)
 
         def build(model=model, case=case):
-            example = (_input(case, model.kind, "cpu"),)
+            example = _inputs(case, model, "cpu")
             compiled = fc.compile(
                 model, example, target="cuda", cuda_arch="sm_90", weights="external"
             )
@@ -162,9 +207,10 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
     records = []
     for name, case in _selected(args).items():
         model = _model(case).cuda()
-        inputs = [(_input(case, model.kind, "cuda"),) for _ in range(3)]
+        inputs = [_inputs(case, model, "cuda") for _ in range(3)]
         with torch.no_grad():
-            reference = model.float()(*inputs[0]).float()
+            floats = (x.float() if x.is_floating_point() else x for x in inputs[0])
+            reference = model.float()(*floats).float()
         model.half()
         weights = model.state_dict()
         path = folder / f"{name}.ours_sm90.vmfb"
@@ -179,17 +225,36 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
 
             systems["ours_sm90"] = fails
         systems.update(torch_eager=model, torch_compile=torch.compile(model))
+        if args.autotune:
+            systems["torch_compile_max_autotune"] = torch.compile(
+                model, mode="max-autotune-no-cudagraphs"
+            )
+            if case.past:
+                systems["torch_compile_reduce_overhead"] = torch.compile(
+                    model, mode="reduce-overhead"
+                )
         parameters = sum(p.numel() for p in model.parameters())
         tokens = case.batch * (197 if model.kind == "pixels" else case.tokens)
         flops = 2 * parameters * tokens
-        fields = dict(case=name, model=case.model, B=case.batch, N=case.tokens)
+        fields = dict(case=name, model=case.model, B=case.batch, N=case.tokens, past=case.past)
         for system, call in systems.items():
-            records.append(harness.measure(fields, system, call, inputs, reference, flops, True))
+            record = harness.measure(fields, system, call, inputs, reference, flops, True)
+            if case.past and "error" not in record:
+                record["tokens_per_s"] = case.batch / (record["call_ms"] * 1e-3)
+            records.append(record)
         harness.write(records, out, "models")
         del systems, model
         torch.cuda.empty_cache()
     return records
 
 
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--autotune",
+        action="store_true",
+        help="also torch.compile max-autotune-no-cudagraphs (and reduce-overhead for decoding)",
+    )
+
+
 if __name__ == "__main__":
-    sys.exit(harness.main(__doc__.splitlines()[0], prepare, run))
+    sys.exit(harness.main(__doc__.splitlines()[0], prepare, run, options=_options))
