@@ -196,3 +196,25 @@ def test_kept_keys_found_per_call_bound_the_cpu_loop_exactly(lengths) -> None:
         want = model(*(x.double() if x.is_floating_point() else x for x in fresh))
     got = torch.as_tensor(fc.load(module, device="local-task")(*fresh))
     assert rel_error(got, want) < 1e-5
+
+
+class CausalWithBias(torch.nn.Module):
+    """A causal -inf band beside a bias input: the input decides no -inf."""
+
+    def forward(self, q, k, v, bias):
+        n = q.shape[-2]
+        future = torch.ones(n, n, dtype=torch.bool).triu(1)
+        s = (q @ k.transpose(-1, -2)) / D**0.5 + bias
+        return torch.softmax(s.masked_fill(future, float("-inf")), dim=-1) @ v
+
+
+def test_kept_keys_are_not_sought_per_call_where_no_input_decides_a_minus_inf() -> None:
+    """The causal bound already skips what the band masks; a reduction and a host read
+    per query block would find nothing more."""
+    x = tuple(torch.randn(B, H, N, D) for _ in range(3)) + (torch.randn(B, H, N, N),)
+    module = fc.compile(CausalWithBias(), example_args=x, target="cpu")
+    said = [r.message for r in module.remarks if "online softmax" in r.message]
+    assert said and "per call" not in said[0] and "diagonal" in said[0], said
+    with torch.no_grad():
+        want = CausalWithBias()(*(t.double() for t in x))
+    assert rel_error(torch.as_tensor(fc.load(module)(*x)), want) < 1e-5
