@@ -300,6 +300,15 @@ SPELLINGS.update(
         if s.mask == "causal"
     }
 )
+# the sliding windows and the unmasked call over the grid's longest context: a window of
+# WINDOW keys should cost about WINDOW / N of the full attention's time
+SPELLINGS.update(
+    {
+        f"{name}@B1H8N32768": Spelling(s.forward, s.mask, 32768, **GRID["B1H8N32768"])
+        for name, s in list(SPELLINGS.items())
+        if s.mask in ("window", "full") and "@" not in name
+    }
+)
 
 
 class Model(torch.nn.Module):
