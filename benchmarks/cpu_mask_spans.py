@@ -7,7 +7,7 @@ blocking call; no device time on the CPU).
     .venv/bin/python benchmarks/cpu_mask_spans.py OUT [--n 2048,4096]
 
 One step on the CPU: the A/B needs the compiler (the bounds are switched off by replacing
-``online_softmax.key_spans`` and ``online_softmax.reads_spans_per_call``). The spellings
+``online_softmax.key_spans`` and ``online_softmax.spans_per_call``). The spellings
 are mask_forms_gpu.py's (the masks the GPU suite times), fp32, B1 H4 D64; the padding
 pads half the keys, the documents are packed of 512 tokens each. Systems: ours (fc.compile,
 target cpu), ours_without_spans (the loop visiting every key block below the causal
@@ -50,14 +50,14 @@ def _spelling(name: str, n: int) -> forms.Spelling:
 
 
 def _compiled(model, inputs, spans: bool):
-    saved = online_softmax.key_spans, online_softmax.reads_spans_per_call
+    saved = online_softmax.key_spans, online_softmax.spans_per_call
     if not spans:
         online_softmax.key_spans = lambda *args: None
-        online_softmax.reads_spans_per_call = lambda *args: False
+        online_softmax.spans_per_call = lambda *args: None
     try:
         return fc.load(fc.compile(model, example_args=inputs[0], target="cpu"))
     finally:
-        online_softmax.key_spans, online_softmax.reads_spans_per_call = saved
+        online_softmax.key_spans, online_softmax.spans_per_call = saved
 
 
 def main() -> None:

@@ -723,6 +723,11 @@ def walk(expr: Expr) -> Iterator[Expr]:
             yield from walk(o)
 
 
+def reads_coordinate(expr: Expr, dim: int) -> bool:
+    """Whether ``expr`` reads coordinate ``dim`` (a mask that reads dim 1 varies by row)."""
+    return any(isinstance(e, Index) and e.dim == dim for e in walk(expr))
+
+
 def leaves(expr: Expr) -> list[Load]:
     """The tensor reads in ``expr``, each once, in slot order."""
     found: dict[int, Load] = {}

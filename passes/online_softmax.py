@@ -130,19 +130,26 @@ def key_spans(op: ir.Operation, form: Layout, block_q: int, block_k: int) -> Spa
     )
 
 
-def reads_spans_per_call(op: ir.Operation, form: Layout, spans: Spans | None) -> bool:
-    """Whether the loop should find each query block's kept keys per call: a mask that
-    depends on the model's inputs (padding, document ids) and can hold -inf, where no
-    static spans or band bound the keys. Keys -inf in every row of the block add nothing,
-    so skipping the blocks outside [first kept, last kept] is exact."""
+# how the loop finds its kept keys per call: for all rows at once, or per query block
+ONCE, PER_BLOCK = "once", "per block"
+
+
+def spans_per_call(op: ir.Operation, form: Layout, spans: Spans | None) -> str | None:
+    """Whether the loop should find each query block's kept keys per call (None: no):
+    a mask that depends on the model's inputs (padding, document ids) and can hold -inf,
+    where no static spans or band bound the keys; ONCE where the mask ignores the row
+    (padding), else PER_BLOCK. Keys -inf in every row of the block add nothing, so
+    skipping the blocks outside [first kept, last kept] is exact."""
     if not form.has_mask or form.band_only or spans is not None:
-        return False
+        return None
     mask = op.operands[4]
     try:
         tree = expr.of_tensor(mask)
     except expr.Unsupported:
-        return False
-    return _masks_by_inputs(tree.expr) and causal.kept_keys(mask, 1, 2) is None
+        return None
+    if not _masks_by_inputs(tree.expr) or causal.kept_keys(mask, 1, 2) is not None:
+        return None
+    return PER_BLOCK if expr.reads_coordinate(tree.expr, 1) else ONCE
 
 
 def _masks_by_inputs(tree: expr.Expr) -> bool:
@@ -159,12 +166,6 @@ def _masks_by_inputs(tree: expr.Expr) -> bool:
             if minus_inf and reads_input(condition):
                 return True
     return False
-
-
-def _reads_rows(mask: ir.Value) -> bool:
-    """Whether the mask's values vary with the query row (documents do, padding not)."""
-    tree = expr.of_tensor(mask)
-    return any(isinstance(e, expr.Index) and e.dim == 1 for e in expr.walk(tree.expr))
 
 
 def _kept_span(mask: ir.Value, i: ir.Value, sizes: list[Size]) -> tuple[ir.Value, ir.Value]:
@@ -239,10 +240,10 @@ def rewrite_online_softmax(
     block_q: int,
     block_k: int,
     spans: Spans | None = None,
-    spans_per_call: bool = False,
+    per_call: str | None = None,
 ) -> None:
     """iree_linalg_ext.attention -> scf.for(Q blocks) { scf.for(K blocks) { FA2 step } }."""
-    result = build(op, form, block_q, block_k, spans, spans_per_call)
+    result = build(op, form, block_q, block_k, spans, per_call)
     op.results[0].replace_all_uses_with(result)
     erase_dead([op])  # and the mask producers, now re-run per block inside the loop
 
@@ -256,7 +257,7 @@ def run(module: ir.Operation, options: Options) -> None:
         location = op.location
         block_q, block_k = blocks(op, options)
         spans = key_spans(op, form, block_q, block_k)
-        per_call = reads_spans_per_call(op, form, spans)
+        per_call = spans_per_call(op, form, spans)
         rewrite_online_softmax(op, form, block_q, block_k, spans, per_call)
         skipping = (
             f", key blocks above the diagonal (offset {form.causal_offset}) skipped"
@@ -333,7 +334,7 @@ def build(
     block_q: int,
     block_k: int,
     spans: Spans | None = None,
-    spans_per_call: bool = False,
+    per_call: str | None = None,
 ) -> ir.Value:
     """Inserts the loop nest before ``op``; returns the value replacing its result."""
     q, k, v, scale = list(op.operands)[:4]
@@ -354,7 +355,7 @@ def build(
         lag = _lag(rows, keys, block_q, block_k)
         ring = [hal.null_fence() for _ in range(lag - 1)] if lag else []
         span = None  # a mask that ignores the query row: its kept keys found once per call
-        if spans_per_call and not _reads_rows(mask):
+        if per_call == ONCE:
             span = _kept_span(mask, index(0), [batch, 1, keys])
         outer = dialects.scf.ForOp(index(0), _as_index(rows), index(block_q), [out_init, *ring])
         outer.operation.attributes[MARKER] = ir.UnitAttr.get()
@@ -395,7 +396,7 @@ def build(
                 keys_bound = dialects.arith.MinSIOp(
                     keys_bound, _step_function(i, spans.end, block_q, block_k)
                 ).result
-            if spans_per_call:
+            if per_call:
                 first, end = span or _kept_span(mask, i, [batch, tm, keys])
                 aligned = dialects.arith.MulIOp(
                     dialects.arith.DivUIOp(first, index(block_k)).result, index(block_k)

@@ -15,9 +15,10 @@ the ordered complement, ``maximumf`` propagating NaN.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
-from fusion_compiler.backends.spec import MaskCode, contiguous_strides
+from fusion_compiler.backends import mask as shared
+from fusion_compiler.backends.mask import DimNamer, strided
+from fusion_compiler.backends.spec import MaskCode
 from fusion_compiler.dialects import expr
 from fusion_compiler.dialects.expr import Arg, Const, Expr, Index, Load, Op, Unsupported
 from fusion_compiler.ir import ir
@@ -120,17 +121,10 @@ class _Printer:
         return self.op(e)
 
     def load(self, leaf: Load) -> str:
-        shape = self.sizes.get(leaf.slot, list(leaf.shape))
-        if any(isinstance(n, int) and n < 0 for n in shape):
-            raise Unsupported("a mask input of a dynamic size other than the sequences'")
+        read = strided(leaf, self.sizes.get(leaf.slot, list(leaf.shape)))
         if leaf.type not in _POINTER_TYPES:
             raise Unsupported(f"a mask input of element type {leaf.type}")
-        strides = contiguous_strides(shape)
-        terms = [
-            f"({self(c)}) * {s if isinstance(s, int) else f'({s})'}"
-            for c, s, n in zip(leaf.coords, strides, shape, strict=True)
-            if n != 1
-        ]
+        terms = [f"({self(c)}) * {s if isinstance(s, int) else f'({s})'}" for c, s in read]
         offset = " + ".join(terms) or "0"
         if not any(self._tiled(c) for c, n in zip(leaf.coords, leaf.shape, strict=True) if n != 1):
             # one element per program (a decoding position, a per-batch length): a scalar
@@ -253,63 +247,19 @@ def expression(
     return _Printer(coords, inside, sizes)(tree)
 
 
-# names a dynamic dim of a tensor the mask reads: "n_q", "n_k" or None
-DimNamer = Callable[[ir.Value, int], str | None]
-
-
-def _wide_size(dim_name: DimNamer | None, value: ir.Value, dim: int) -> str | None:
-    """A dynamic size as the kernel names it, in 64 bits: strides multiply sizes (n_k *
-    n_q overflows int32 from 46341)."""
-    name = dim_name(value, dim) if dim_name is not None else None
-    return f"{name}.to(tl.int64)" if name else None
-
-
 def mask_code(mask: ir.Value, dim_name: DimNamer | None = None) -> MaskCode | str:
     """The mask (batch, n_q, n_k) as an expression of the kernel's ``batch``, ``rows``,
     ``keys``, ``inside``; or why it cannot be. ``dim_name``: what a dynamic dim of a
     tensor the mask reads is, among the kernel's sizes (an ``attention_mask`` input of
-    the dynamic sequence length: ``n_k``)."""
-    try:
-        tree = expr.of_tensor(mask)
-        sizes = {
-            leaf.slot: [
-                n if n >= 0 else _wide_size(dim_name, tree.inputs[leaf.slot], d) or n
-                for d, n in enumerate(leaf.shape)
-            ]
-            for leaf in expr.leaves(tree.expr)
-        }
-        text = expression(tree.expr, ["batch", "rows[:, None]", "keys[None, :]"], sizes=sizes)
-    except Unsupported as why:
-        return str(why)
-    if len(tree.inputs) > 4:
-        return "more than 4 tensors feed the mask"
-    types = [_POINTER_TYPES[leaf.type] for leaf in expr.leaves(tree.expr)]
-    neg_inf = any(isinstance(e, Const) and e.value == -math.inf for e in expr.walk(tree.expr))
-    reads_rows = any(isinstance(e, Index) and e.dim == 1 for e in expr.walk(tree.expr))
-    return MaskCode(text, tree.inputs, types, neg_inf, _batch_group(tree.expr), reads_rows)
+    the dynamic sequence length: ``n_k``), written in 64 bits: strides multiply sizes
+    (n_k * n_q overflows int32 from 46341)."""
 
+    def printed(tree: Expr, sizes: dict[int, list[int | str]]) -> str:
+        return expression(tree, ["batch", "rows[:, None]", "keys[None, :]"], sizes=sizes)
 
-def _batch_group(tree: Expr) -> int:
-    """g where ``tree`` reads the batch coordinate only as batch // g (1: as it is), 0
-    where it does not read it: every g consecutive batches see one mask."""
-    divisors: set[int] = set()
-
-    def visit(e: Expr) -> None:
-        if isinstance(e, Index):
-            if e.dim == 0:
-                divisors.add(1)
-            return
-        if isinstance(e, Op) and e.name == "arith.divui":
-            a, b = e.operands
-            if isinstance(a, Index) and a.dim == 0 and isinstance(b, Const) and int(b.value) > 0:
-                divisors.add(int(b.value))
-                return
-        children = e.operands if isinstance(e, Op) else e.coords if isinstance(e, Load) else ()
-        for child in children:
-            visit(child)
-
-    visit(tree)
-    return math.gcd(*divisors) if divisors else 0
+    return shared.mask_code(
+        mask, dim_name, printed, _POINTER_TYPES, lambda name: f"{name}.to(tl.int64)"
+    )
 
 
 def region_expression(block: ir.Block) -> str:

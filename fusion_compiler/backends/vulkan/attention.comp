@@ -87,6 +87,14 @@ float round_bf16(float v) {
 }
 float mask_value(uint batch, uint row, uint key) { return ${MASK_VALUE}; }
 
+// whether a row may see a key by index alone: the keys' end, the causal and window bounds
+bool in_bounds(uint row, uint key) {
+  bool visible = key < n_k;
+  if (CAUSAL) visible = visible && int(key) <= int(row) + CAUSAL_OFFSET;
+  if (WINDOW) visible = visible && int(key) >= int(row) + WINDOW_START;
+  return visible;
+}
+
 // four elements of a row from col = 4c on, zeros past the head dim (components named,
 // not indexed: llvmpipe builds indexed ones two orders of magnitude slower)
 vec4 load_q(uint batch, uint row, uint c) {
@@ -160,10 +168,7 @@ void main() {
       bool fills = false;
       for (uint j = 0; live && j < BLOCK_N; ++j) {
         uint key = start + j;
-        bool visible = key < n_k;
-        if (CAUSAL) visible = visible && int(key) <= int(row) + CAUSAL_OFFSET;
-        if (WINDOW) visible = visible && int(key) >= int(row) + WINDOW_START;
-        if (visible) {
+        if (in_bounds(row, key)) {
           float bias = mask_value(batch, row, key);
           bool dropped = isinf(bias) && bias < 0.0;
           bool swamped = SWAMPS && bias <= SWAMP && !dropped;
@@ -201,13 +206,7 @@ void main() {
       }
       x *= QK_SCALE;
       x = ${SCORE};
-      bool visible = live && key < n_k;
-      if (CAUSAL) {
-        visible = visible && int(key) <= int(row) + CAUSAL_OFFSET;
-      }
-      if (WINDOW) {
-        visible = visible && int(key) >= int(row) + WINDOW_START;
-      }
+      bool visible = live && in_bounds(row, key);
       if (HAS_MASK && visible) {
         // a finite fill (finfo(f32).min) overflows to -inf once scaled: kept finite at
         // -FLT_MAX/2, so a row of nothing but fills gets PyTorch's equal weights

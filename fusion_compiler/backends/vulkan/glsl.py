@@ -122,13 +122,14 @@ def _glsl(e: Expr) -> str:
     if e.name in _FUNCTIONS:
         return _FUNCTIONS[e.name].format(*args)
     if e.name == "arith.cmpf":
-        return _cmpf(e.predicate or "", *args)
+        return cmpf(e.predicate or "", *args)
     raise Unsupported(f"{e.name} has no GLSL translation")
 
 
-def _cmpf(predicate: str, a: str, b: str) -> str:
+def cmpf(predicate: str, a: str, b: str) -> str:
+    """A float compare of GLSL values ``a`` and ``b`` with MLIR's predicate semantics."""
     if predicate in _COMPLEMENT:
-        return f"(!{_cmpf(_COMPLEMENT[predicate], a, b)})"
+        return f"(!{cmpf(_COMPLEMENT[predicate], a, b)})"
     if predicate == "one":
         return f"({a} < {b} || {a} > {b})"
     if predicate in ("ord", "uno"):

@@ -13,9 +13,11 @@ complement. What has no translation keeps the materialised mask (a remark says w
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
-from fusion_compiler.backends.spec import MaskCode, contiguous_strides
+from fusion_compiler.backends import mask as shared
+from fusion_compiler.backends.mask import DimNamer, strided
+from fusion_compiler.backends.spec import MaskCode
+from fusion_compiler.backends.vulkan import glsl
 from fusion_compiler.dialects import expr
 from fusion_compiler.dialects.expr import Const, Expr, Index, Load, Op, Unsupported
 from fusion_compiler.ir import ir
@@ -81,7 +83,6 @@ _MAX_MIN = {
     "arith.minsi": "min({}, {})",
 }
 _RELATIONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-_COMPLEMENT = {"ueq": "one", "ugt": "ole", "uge": "olt", "ult": "oge", "ule": "ogt", "une": "oeq"}
 _COORDS = ("int64_t(batch)", "int64_t(row)", "int64_t(key)")
 
 
@@ -153,17 +154,10 @@ class _Printer:
         return f"int64_t({int(e.value)}l)" if kind == "int64_t" else f"int({int(e.value)})"
 
     def load(self, leaf: Load) -> str:
-        shape = self.sizes.get(leaf.slot, list(leaf.shape))
-        if any(isinstance(n, int) and n < 0 for n in shape):
-            raise Unsupported("a mask input of a dynamic size other than the sequences'")
+        read = strided(leaf, self.sizes.get(leaf.slot, list(leaf.shape)))
         if leaf.type not in BUFFER_TYPES:
             raise Unsupported(f"a mask input of element type {leaf.type}")
-        strides = contiguous_strides(shape)
-        terms = [
-            f"{self(c)} * {s if isinstance(s, int) else f'({s})'}"
-            for c, s, n in zip(leaf.coords, strides, shape, strict=True)
-            if n != 1
-        ]
+        terms = [f"{self(c)} * {s if isinstance(s, int) else f'({s})'}" for c, s in read]
         element = f"l{leaf.slot}[uint({' + '.join(terms) or '0'})]"
         if leaf.type == "i1":
             return f"({element} != uint8_t(0))"
@@ -191,7 +185,7 @@ class _Printer:
         if name == "arith.cmpi":
             return self.cmpi(e, args)
         if name == "arith.cmpf":
-            return self.cmpf(e.predicate or "", *args)
+            return glsl.cmpf(e.predicate or "", *args)
         if name in expr.CASTS:
             return self.cast(e, args[0])
         if kind == "bool" and name in _BOOLEAN:
@@ -228,18 +222,6 @@ class _Printer:
             args = [_unsigned(x, a.type) for x in args]
         return f"({args[0]} {_RELATIONS[relation]} {args[1]})"
 
-    def cmpf(self, predicate: str, a: str, b: str) -> str:
-        if predicate in _COMPLEMENT:
-            return f"(!{self.cmpf(_COMPLEMENT[predicate], a, b)})"
-        if predicate == "one":
-            return f"({a} < {b} || {a} > {b})"
-        if predicate in ("ord", "uno"):
-            either = f"(isnan({a}) || isnan({b}))"
-            return either if predicate == "uno" else f"(!{either})"
-        if predicate[1:] not in _RELATIONS:
-            raise Unsupported(f"cmpf {predicate}")
-        return f"({a} {_RELATIONS[predicate[1:]]} {b})"
-
     def cast(self, e: Op, text: str) -> str:
         source, target, name = e.operands[0].type, e.type, e.name
         kind = _value_type(target)
@@ -266,30 +248,13 @@ class _Printer:
         return value
 
 
-def mask_code(mask: ir.Value, dim_name: Callable[[ir.Value, int], str | None]) -> MaskCode | str:
+def mask_code(mask: ir.Value, dim_name: DimNamer) -> MaskCode | str:
     """The mask (batch, n_q, n_k) as a GLSL expression of the shader's ``batch``, ``row``
     and ``key``, or why it cannot be. ``dim_name``: what a dynamic dim of a tensor the
     mask reads is among the kernel's sizes ("n_q", "n_k" or None)."""
-    try:
-        tree = expr.of_tensor(mask)
-        sizes = {
-            leaf.slot: [
-                n if n >= 0 else _named(dim_name(tree.inputs[leaf.slot], d)) or n
-                for d, n in enumerate(leaf.shape)
-            ]
-            for leaf in expr.leaves(tree.expr)
-        }
-        text = _Printer(sizes)(tree.expr)
-        text = f"float({text})" if _value_type(tree.expr.type) != "float" else text
-        types = [BUFFER_TYPES[leaf.type] for leaf in expr.leaves(tree.expr)]
-    except Unsupported as why:
-        return str(why)
-    if len(tree.inputs) > 4:
-        return "more than 4 tensors feed the mask"
-    neg_inf = any(isinstance(e, Const) and e.value == -math.inf for e in expr.walk(tree.expr))
-    reads_rows = any(isinstance(e, Index) and e.dim == 1 for e in expr.walk(tree.expr))
-    return MaskCode(text, tree.inputs, types, neg_inf, 1, reads_rows)
 
+    def printed(tree: Expr, sizes: dict[int, list[int | str]]) -> str:
+        text = _Printer(sizes)(tree)
+        return f"float({text})" if _value_type(tree.type) != "float" else text
 
-def _named(name: str | None) -> str | None:
-    return f"int64_t({name})" if name else None
+    return shared.mask_code(mask, dim_name, printed, BUFFER_TYPES, lambda name: f"int64_t({name})")
