@@ -104,10 +104,12 @@ class _Printer:
         coords: list[str],
         inside: str = "inside",
         sizes: dict[int, list[int | str]] | None = None,
+        bounds: list[str | None] | None = None,
     ):
         self.coords = coords
         self.inside = inside
         self.sizes = sizes or {}  # a Load slot's sizes, dynamic ones named
+        self.bounds = bounds  # per coordinate that is a block: where it is in bounds
 
     def __call__(self, e: Expr) -> str:
         if isinstance(e, Const):
@@ -126,21 +128,31 @@ class _Printer:
             raise Unsupported(f"a mask input of element type {leaf.type}")
         terms = [f"({self(c)}) * {s if isinstance(s, int) else f'({s})'}" for c, s in read]
         offset = " + ".join(terms) or "0"
-        if not any(self._tiled(c) for c, n in zip(leaf.coords, leaf.shape, strict=True) if n != 1):
+        varies = set().union(
+            *(self._tiled(c) for c, n in zip(leaf.coords, leaf.shape, strict=True) if n != 1)
+        )
+        if not varies:
             # one element per program (a decoding position, a per-batch length): a scalar
             # pointer, which Triton loads without a tile's mask; it is always in bounds
             return f"tl.load(L{leaf.slot} + {offset})"
-        return f"tl.load(L{leaf.slot} + {offset}, mask={self.inside}, other=0)"
+        if self.bounds is None:
+            inside = self.inside
+        else:
+            # a tensor along the coordinates it varies over, bounded by them alone: a
+            # padding mask's (1, BLOCK_N) keys, not a (BLOCK_M, BLOCK_N) tile of copies
+            # (H200: the tile's loads held a document mask's kernel to one pipeline stage)
+            inside = " & ".join(f"({self.bounds[d]})" for d in sorted(varies))
+        return f"tl.load(L{leaf.slot} + {offset}, mask={inside}, other=0)"
 
-    def _tiled(self, e: Expr) -> bool:
-        """Whether ``e`` varies over the tile (reads a coordinate that is a block)."""
+    def _tiled(self, e: Expr) -> set[int]:
+        """The coordinates that are blocks (rows[:, None], keys[None, :]) ``e`` reads:
+        where it varies over the tile."""
         if isinstance(e, Index):
-            return "[" in self.coords[e.dim]  # rows[:, None], keys[None, :]
-        if isinstance(e, Load):
-            return any(self._tiled(c) for c in e.coords)
-        if isinstance(e, Op):
-            return any(self._tiled(o) for o in e.operands)
-        return False
+            return {e.dim} if "[" in self.coords[e.dim] else set()
+        if isinstance(e, Load | Op):
+            operands = e.coords if isinstance(e, Load) else e.operands
+            return set().union(*(self._tiled(o) for o in operands))
+        return set()
 
     def unsigned(self, e: Expr) -> str:
         """``e`` reinterpreted as unsigned of its own width (bools are 0 and 1)."""
@@ -239,12 +251,14 @@ def expression(
     coords: list[str],
     inside: str = "inside",
     sizes: dict[int, list[int | str]] | None = None,
+    bounds: list[str | None] | None = None,
 ) -> str:
     """``tree`` as a Triton expression: ``Index(d)`` is ``coords[d]``, ``Arg`` is ``x``,
-    ``Load`` slot i reads pointer ``Li`` where ``inside`` holds, laid out by its shape (or
+    ``Load`` slot i reads pointer ``Li`` where ``inside`` holds (with ``bounds``, where
+    ``bounds[d]`` holds for each block coordinate d it reads), laid out by its shape (or
     ``sizes[i]``, where dynamic sizes are named); Unsupported naming what has no
     translation."""
-    return _Printer(coords, inside, sizes)(tree)
+    return _Printer(coords, inside, sizes, bounds)(tree)
 
 
 def mask_code(mask: ir.Value, dim_name: DimNamer | None = None) -> MaskCode | str:
@@ -255,7 +269,9 @@ def mask_code(mask: ir.Value, dim_name: DimNamer | None = None) -> MaskCode | st
     (n_k * n_q overflows int32 from 46341)."""
 
     def printed(tree: Expr, sizes: dict[int, list[int | str]]) -> str:
-        return expression(tree, ["batch", "rows[:, None]", "keys[None, :]"], sizes=sizes)
+        coords = ["batch", "rows[:, None]", "keys[None, :]"]
+        bounds = [None, "rows[:, None] < n_q", "keys[None, :] < n_k"]
+        return expression(tree, coords, sizes=sizes, bounds=bounds)
 
     return shared.mask_code(
         mask, dim_name, printed, _POINTER_TYPES, lambda name: f"{name}.to(tl.int64)"
