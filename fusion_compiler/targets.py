@@ -217,6 +217,7 @@ def kernel_pipeline(arch: str) -> list[str]:
         f"fusion-schedule{{arch={arch}}}",
         f"fusion-kernel-attention{{arch={arch}}}",
         f"fusion-kernel-matvec{{arch={arch}}}",
+        f"fusion-kernel-matmul{{arch={arch}}}",
         *_TILE_AND_FUSE,
         _SAFE_HEAD_DIM,
         _GUARD,

@@ -22,6 +22,7 @@ _MODULES: dict[str, str] = {
     "fusion-guard-masked-rows": "fusion_compiler.passes.guard_masked_rows",
     "fusion-kernel-attention": "fusion_compiler.passes.kernel_attention",
     "fusion-kernel-matvec": "fusion_compiler.passes.kernel_matvec",
+    "fusion-kernel-matmul": "fusion_compiler.passes.kernel_matmul",
     "fusion-online-softmax": "fusion_compiler.passes.online_softmax",
     "fusion-reduction-input-in-memory": "fusion_compiler.passes.reduction_input_in_memory",
     "fusion-schedule": "fusion_compiler.passes.schedule",

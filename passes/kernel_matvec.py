@@ -45,7 +45,7 @@ def _element(value: ir.Value) -> str:
     return str(ir.RankedTensorType(value.type).element_type)
 
 
-def _is_broadcast_of_matrix(op: ir.Operation | None) -> bool:
+def is_broadcast_of_matrix(op: ir.Operation | None) -> bool:
     """A generic copying a (K, N) matrix into a (1, K, N) tensor."""
     if not linalg.is_generic(op) or len(op.operands) != 2 or linalg.payload(op):
         return False
@@ -61,7 +61,7 @@ def weight_view(b: ir.Value) -> tuple[ir.Value, int, int]:
     its element (k, n) at k * sk + n * sn; through a broadcast to a batch of one and a
     transpose of an (N, K) matrix (PyTorch's Linear weight)."""
     op = linalg.producer(b)
-    if _is_broadcast_of_matrix(op):
+    if is_broadcast_of_matrix(op):
         b, op = op.operands[0], linalg.producer(op.operands[0])
     k, n = _shape(b)[-2:]
     if op is not None and op.name == "linalg.transpose":

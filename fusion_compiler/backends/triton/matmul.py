@@ -1,0 +1,60 @@
+"""The sm_90 matrix product kernel: ``out (M, N) = A (M, K) · W (K, N)``.
+
+A transformer's projections and MLP multiply every token's activations by a weight matrix;
+IREE 3.13 has no Hopper target, so its code for these products is sm_80's ``mma.sync``
+(Llama-3.2-1B's MLP at about 140 TFLOP/s on the H200, benchmarks/results/models_h200.md).
+This kernel reads A, W and writes the output through TMA descriptors and multiplies with
+wgmma: each program takes one (BLOCK_M, BLOCK_N) tile of the output and walks K in
+BLOCK_K steps through a software pipeline of ``num_stages``; programs are ordered in
+groups of GROUP_M row blocks so that neighbouring programs share W's tiles in L2. With
+``W_T``, W is given as PyTorch's (N, K) Linear weight and read transposed in place. The
+f32 accumulator is written in the output's type (a cast after the product, folded in).
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def matmul(
+    A,  # (M, K), rows contiguous
+    W,  # (K, N), or with W_T (N, K)
+    Out,  # (M, N)
+    M: tl.constexpr,
+    N: tl.constexpr,
+    K: tl.constexpr,
+    W_T: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
+    row_blocks = tl.cdiv(M, BLOCK_M)
+    column_blocks = tl.cdiv(N, BLOCK_N)
+    program = tl.program_id(0)
+    per_group = GROUP_M * column_blocks
+    first = program // per_group * GROUP_M
+    rows_in_group = tl.minimum(row_blocks - first, GROUP_M)
+    block_m = first + (program % per_group) % rows_in_group
+    block_n = (program % per_group) // rows_in_group
+    a = tl.make_tensor_descriptor(A, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+    if W_T:
+        w = tl.make_tensor_descriptor(
+            W, shape=[N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K]
+        )
+    else:
+        w = tl.make_tensor_descriptor(
+            W, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N]
+        )
+    out = tl.make_tensor_descriptor(
+        Out, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N]
+    )
+    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for k in range(0, K, BLOCK_K):  # past K, TMA reads zeros
+        x = a.load([block_m * BLOCK_M, k])
+        if W_T:
+            y = w.load([block_n * BLOCK_N, k]).T
+        else:
+            y = w.load([k, block_n * BLOCK_N])
+        acc = tl.dot(x, y, acc)
+    out.store([block_m * BLOCK_M, block_n * BLOCK_N], acc.to(Out.dtype.element_ty))

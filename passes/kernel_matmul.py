@@ -1,0 +1,147 @@
+"""fusion-kernel-matmul: matrix products by a weight -> dispatches of a generated sm_90 kernel.
+
+IREE 3.13 has no Hopper target: its code for a transformer's projections and MLP is
+sm_80's ``mma.sync``, about 140 TFLOP/s on the H200 where cuBLAS reaches 500 and more
+(Llama-3.2-1B's prefill spends 93 of its 119 ms there, benchmarks/results/models_h200.md).
+Each ``linalg.batch_matmul`` of activations (B, M, K) by one weight broadcast over the
+batch, or ``linalg.matmul`` (M, K) by a weight, with more than one row (one row is
+fusion-kernel-matvec's), f16 or bf16, static sizes, becomes a dispatch of
+``backends/triton/matmul.py`` compiled for sm_90a: the batch's rows are one (B·M, K)
+matrix, the weight is read where it lives (through the broadcast and the transpose of
+PyTorch's (N, K) Linear weight), and a cast of the f32 product to the input type after
+it is written by the kernel itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fusion_compiler.dialects import linalg
+from fusion_compiler.dialects.builders import dims, erase_dead
+
+from fusion_compiler import remarks
+from fusion_compiler.backends import dispatch
+from fusion_compiler.backends.plan import output_cast
+from fusion_compiler.backends.triton.matmul_kernel import (
+    MARKER,
+    MatmulSpec,
+    aligned,
+    compile_matmul,
+    tiles,
+)
+from fusion_compiler.ir import ir
+from fusion_compiler.passes.kernel_matvec import is_broadcast_of_matrix, weight_view
+
+NAME = "fusion-kernel-matmul"
+_ELEMENTS = ("f16", "bf16")
+
+
+@dataclass(frozen=True)
+class Options:
+    arch: str = "sm_90"
+
+
+def _shape(value: ir.Value) -> list[int]:
+    return list(ir.RankedTensorType(value.type).shape)
+
+
+def _element(value: ir.Value) -> str:
+    return str(ir.RankedTensorType(value.type).element_type)
+
+
+def _weight_is_shared(op: ir.Operation) -> bool:
+    """Whether a batch_matmul's second operand is one matrix broadcast over the batch."""
+    return _shape(op.operands[1])[0] == 1 or is_broadcast_of_matrix(
+        linalg.producer(op.operands[1])
+    )
+
+
+def _product(op: ir.Operation) -> str | None:
+    """Why ``op`` is not a product this kernel takes, or None when it is."""
+    if op.name not in ("linalg.batch_matmul", "linalg.matmul"):
+        return "not a matmul"
+    if "indexing_maps" in op.attributes:
+        maps = [ir.AffineMapAttr(m).value for m in op.attributes["indexing_maps"]]
+        plain = {"linalg.matmul": [[0, 2], [2, 1], [0, 1]]}
+        plain["linalg.batch_matmul"] = [[0, 1, 3], [0, 3, 2], [0, 1, 2]]
+        if [dims(m) for m in maps] != plain[op.name]:
+            return "a matmul with transposed operands"
+    a, b = op.operands[0], op.operands[1]
+    shapes = [_shape(v) for v in (a, b, op.results[0])]
+    if any(ir.ShapedType.is_dynamic_size(x) for s in shapes for x in s):
+        return "dynamic sizes"
+    if shapes[0][-2] * (shapes[0][0] if len(shapes[0]) == 3 else 1) == 1:
+        return "one row (fusion-kernel-matvec's)"
+    if op.name == "linalg.batch_matmul" and not _weight_is_shared(op):
+        return "a batch of different matrices"
+    if _element(a) not in _ELEMENTS or _element(b) != _element(a):
+        return "operands not both f16 or both bf16"
+    out = output_cast(op)
+    out_dtype = _element((out or op).results[0])
+    if out_dtype not in ("f32", _element(a)):
+        return "a result type other than f32 or the operands'"
+    k, n = _shape(b)[-2:]
+    if not aligned(k, n, out_dtype):
+        return f"K={k} or N={n} not a multiple of 8 (TMA's 16-byte rows)"
+    return None
+
+
+def run(module: ir.Operation, options: Options) -> None:
+    with module.context, module.location:
+        found: list[ir.Operation] = []
+
+        def visit(op: ir.Operation) -> ir.WalkResult:
+            if op.name in ("linalg.batch_matmul", "linalg.matmul"):
+                why = _product(op)
+                if why is None:
+                    found.append(op)
+                elif not why.startswith(("not a matmul", "one row")):
+                    remarks.emit(op.location, f"matrix product left to IREE: {why}")
+            return ir.WalkResult.ADVANCE
+
+        module.walk(visit)
+        for n, op in enumerate(found):
+            _lower(module, op, options, f"fusion_matmul_{n}")
+
+
+def _lower(module: ir.Operation, op: ir.Operation, options: Options, symbol: str) -> None:
+    """``op`` [-> cast] -> flow.dispatch of the matmul kernel."""
+    a, b = op.operands[0], op.operands[1]
+    base, sk, _ = weight_view(b)
+    k, n = _shape(b)[-2:]
+    shape = _shape(a)
+    m = shape[0] * shape[1] if len(shape) == 3 else shape[0]
+    cast = output_cast(op)
+    replaced = cast or op
+    spec = MatmulSpec(
+        dtype=_element(a),
+        out_dtype=_element(replaced.results[0]),
+        m=m,
+        n=n,
+        k=k,
+        w_t=sk == 1,
+        **tiles(m, n),
+        arch=int(options.arch.removeprefix("sm_").rstrip("a")),
+    )
+    kernel = compile_matmul(spec)
+    grid = spec.grid
+    with ir.InsertionPoint(replaced), op.location:
+        dispatch.add_executable(module, symbol, kernel, 2, grid)
+        result = dispatch.dispatch_kernel(
+            symbol,
+            kernel,
+            [],
+            [a, base],
+            replaced.results[0].type,
+            [],
+            {MARKER: ir.StringAttr.get(spec.to_json())},
+            grid[0] * grid[1] * grid[2],
+        )
+    replaced.results[0].replace_all_uses_with(result)
+    remarks.emit(
+        op.location,
+        f"matrix product lowered to a generated {options.arch} kernel "
+        f"({spec.dtype}, M={m}, K={k}, N={n}, tiles {spec.block_m}x{spec.block_n}x{spec.block_k}"
+        f"{', the weight read transposed' if spec.w_t else ''})",
+    )
+    erase_dead([replaced, op] if replaced != op else [op])
