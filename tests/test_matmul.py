@@ -4,7 +4,8 @@ MLP) become a generated sm_90 kernel that reads the weight where it lives.
 No GPU here: each model is compiled for sm_90 to the fused stage, the kernel's spec is
 read back from its dispatch and the kernel runs under Triton's interpreter against
 PyTorch, in fp16 (Triton 3.6's interpreter multiplies bf16 wrongly, rel. error ~1e11;
-bf16 is checked on the GPU). The GPU test runs whole modules on CUDA.
+bf16's spec is checked here, its numbers not). On the GPU, benchmarks/matmul_gpu.py and
+models_gpu.py compare every fp16 output with PyTorch's.
 """
 
 from __future__ import annotations
@@ -120,18 +121,3 @@ def test_rows_tma_cannot_read_stay_with_iree_and_say_why() -> None:
     assert _specs(fused) == []
     said = [str(r) for r in fused.remarks if "matrix product left to IREE" in str(r)]
     assert said and "multiple of 8" in said[0], fused.remarks
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_gated_mlp_on_the_gpu_matches_pytorch(dtype) -> None:
-    torch.manual_seed(0)
-    mlp = GatedMLP(256, 512).to(dtype).eval()
-    x = torch.randn(2, 300, 256).to(dtype)
-    compiled = fc.compile(mlp, (x,), target="cuda", cuda_arch="sm_90")
-    assert len(_specs(_compile(mlp, x))) == 3
-    run = fc.load(compiled, device="cuda")["main"]
-    got = run(x.cuda())
-    with torch.no_grad():
-        want = mlp.double()(x.double())
-    assert rel_error(got.cpu(), want) < 1e-2
