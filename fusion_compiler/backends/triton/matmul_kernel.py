@@ -76,15 +76,20 @@ def aligned(k: int, n: int, out_dtype: str) -> bool:
 
 
 def tiles(m: int, n: int) -> dict[str, int]:
-    """Triton's tiles for fp16 products on Hopper (its matmul tutorial's fastest on the
-    H100): 128x256x64 with 8 warps and 3 stages where the output has enough such tiles
-    to fill the GPU a few times, else 128x128x64 with 4 stages, and 64-row tiles for few
-    rows."""
+    """Tiles by how many of them the output has (H100, fp16, benchmarks/results/
+    matmul_h100.md, five tilings per product): 128x256x64 with 8 warps where there are
+    about a wave of them or more (Llama-1B's products at 8192 rows: 587-748 TFLOP/s; its
+    K/V projection, 128 such tiles, 587 against 474 with 128x128), 128x128x64 where there
+    are half a wave of those (GPT-2's 512 rows by 2304 or 3072 outputs), else 64x64x64
+    (GPT-2's 768 outputs from K 3072: 168 TFLOP/s against 126); 64-row tiles for a few
+    rows (a decoding batch)."""
     if m <= 64:
         return dict(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)
-    if -(-m // 128) * -(-n // 256) >= 2 * 132:
+    if -(-m // 128) * -(-n // 256) >= 100:
         return dict(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3)
-    return dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4)
+    if -(-m // 128) * -(-n // 128) >= 64:
+        return dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4)
+    return dict(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=4)
 
 
 def compile_matmul(spec: MatmulSpec) -> Kernel:
