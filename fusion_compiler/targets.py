@@ -218,6 +218,7 @@ def kernel_pipeline(arch: str) -> list[str]:
         f"fusion-kernel-attention{{arch={arch}}}",
         f"fusion-kernel-matvec{{arch={arch}}}",
         f"fusion-kernel-matmul{{arch={arch}}}",
+        f"fusion-kernel-concat{{arch={arch}}}",
         *_TILE_AND_FUSE,
         _SAFE_HEAD_DIM,
         _GUARD,

@@ -23,6 +23,7 @@ _MODULES: dict[str, str] = {
     "fusion-kernel-attention": "fusion_compiler.passes.kernel_attention",
     "fusion-kernel-matvec": "fusion_compiler.passes.kernel_matvec",
     "fusion-kernel-matmul": "fusion_compiler.passes.kernel_matmul",
+    "fusion-kernel-concat": "fusion_compiler.passes.kernel_concat",
     "fusion-online-softmax": "fusion_compiler.passes.online_softmax",
     "fusion-reduction-input-in-memory": "fusion_compiler.passes.reduction_input_in_memory",
     "fusion-schedule": "fusion_compiler.passes.schedule",
