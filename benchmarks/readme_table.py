@@ -55,8 +55,12 @@ _MODEL_NAMES = {
 
 
 def _model_label(case: str) -> str:
-    """``bert_base_B8_N512`` -> ``BERT-base B8 N512`` (ViT: images, not tokens)."""
+    """``bert_base_B8_N512`` -> ``BERT-base B8 N512`` (ViT: images, not tokens);
+    ``..._decode_B16_past4096`` -> ``... decode B16, 4096 cached``."""
     model, batch, tokens = case.rsplit("_", 2)
+    if model.endswith("_decode"):
+        name = _MODEL_NAMES[model.removesuffix("_decode")]
+        return f"{name} decode {batch}, {tokens.removeprefix('past')} cached"
     return f"{_MODEL_NAMES[model]} {batch}" + ("" if model == "vit_b16" else f" {tokens}")
 
 
@@ -86,6 +90,8 @@ MODELS = Table(
         "bert_base_B8_N512",
         "vit_b16_B32_N197",
         "llama_3.2_1b_shape_B4_N2048",
+        "llama_3.2_1b_shape_decode_B1_past4096",
+        "llama_3.2_1b_shape_decode_B16_past4096",
     ),
     (
         ("ours_sm90", "ours (sm_90)"),
