@@ -735,3 +735,141 @@ def leaves(expr: Expr) -> list[Load]:
         if isinstance(e, Load):
             found.setdefault(e.slot, e)
     return [found[s] for s in sorted(found)]
+
+
+# ---- bounds (which integers a kernel may hold them in)
+
+Interval = tuple[float, float]  # the lowest and highest value; integers exact, as ints
+_FLOAT_OPS = {"arith.addf": "add", "arith.subf": "sub", "arith.mulf": "mul", "arith.divf": "div"}
+_INT_OPS = {"arith.addi": "add", "arith.subi": "sub", "arith.muli": "mul"}
+_SIGNED_CASTS = ("arith.index_cast", "arith.extsi", "arith.trunci")
+_UNSIGNED_CASTS = ("arith.index_castui", "arith.extui")
+
+
+def type_range(type_: str) -> Interval:
+    """The values of an integer type, held signed (i1 as 0 and 1)."""
+    if type_ == "i1":
+        return (0, 1)
+    bits = width(type_)
+    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+
+
+def _hull(*pairs: Interval) -> Interval:
+    return (min(p[0] for p in pairs), max(p[1] for p in pairs))
+
+
+def _arith(kind: str, a: Interval, b: Interval) -> Interval:
+    """Exact interval arithmetic; ``div`` of an interval holding 0 is unbounded."""
+    if kind == "add":
+        return (a[0] + b[0], a[1] + b[1])
+    if kind == "sub":
+        return (a[0] - b[1], a[1] - b[0])
+    if kind == "div" and b[0] <= 0 <= b[1]:
+        return (-np.inf, np.inf)
+    corners = [x * y if kind == "mul" else x / y for x in a for y in b]
+    if any(c != c for c in corners):  # inf · 0
+        return (-np.inf, np.inf)
+    return (min(corners), max(corners))
+
+
+def _wrapped(found: Interval, type_: str) -> Interval:
+    """``found`` where the type holds it all, else the type's range (the op may wrap)."""
+    low, high = type_range(type_)
+    return found if low <= found[0] and found[1] <= high else (low, high)
+
+
+def _float_bounds(e: Op, args: list[Interval]) -> Interval:
+    """Bounds of a float op, widened by a relative 2^-20 for its rounding."""
+    name = e.name
+    if name in _FLOAT_OPS:
+        found = _arith(_FLOAT_OPS[name], *args)
+    elif name in ("arith.sitofp", "arith.uitofp", "arith.extf", "arith.truncf", "arith.select"):
+        found = _hull(*args[-2:]) if name == "arith.select" else args[0]
+        if name == "arith.uitofp" and found[0] < 0:
+            found = (0, 2 ** width(e.operands[0].type))
+    elif name in ("math.floor", "math.ceil"):
+        found = (np.floor(args[0][0]), np.ceil(args[0][1]))
+    elif name == "arith.negf":
+        found = (-args[0][1], -args[0][0])
+    elif "max" in name or "min" in name:  # NaN aside, one of the operands or between them
+        found = _hull(*args)
+    else:
+        return (-np.inf, np.inf)
+    return (found[0] - abs(found[0]) * 2**-20, found[1] + abs(found[1]) * 2**-20)
+
+
+def _integer_bounds(e: Op, args: list[Interval]) -> Interval:
+    """Bounds of an integer op with MLIR's semantics: where it may wrap, its type's range."""
+    name, type_ = e.name, e.type
+    full = type_range(type_)
+    if name in ("arith.cmpi", "arith.cmpf"):
+        return (0, 1)
+    if name == "arith.select":
+        return _hull(*args[1:])
+    if name in _INT_OPS:
+        return _wrapped(_arith(_INT_OPS[name], *args), type_)
+    if name in ("arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui"):
+        return _hull(*args)  # one of the operands
+    if name in ("arith.divui", "arith.remui"):
+        (a_low, a_high), (b_low, b_high) = args
+        if a_low < 0 or b_low <= 0:
+            return full  # read unsigned: a negative operand is huge
+        if name == "arith.divui":
+            return (a_low // b_high, a_high // b_low)
+        return (0, min(a_high, b_high - 1))
+    source = e.operands[0].type if e.operands else type_
+    if name in _SIGNED_CASTS or name == "arith.fptosi":
+        found = args[0]
+        if source == "i1" and name != "arith.trunci":
+            found = (-found[1], -found[0])  # true is -1
+        if name == "arith.fptosi":  # out of range is poison: any value
+            found = (np.trunc(found[0]), np.trunc(found[1]))
+            if not all(map(np.isfinite, found)):
+                return full
+            found = (int(found[0]), int(found[1]))
+        return _wrapped(found, type_)
+    if name in _UNSIGNED_CASTS:
+        found = args[0]
+        if found[0] < 0:  # its bits read unsigned
+            found = (0, (1 << width(source)) - 1)
+        return _wrapped(found, type_)
+    if name in ("arith.andi", "arith.ori", "arith.xori") and min(a[0] for a in args) >= 0:
+        high = min(a[1] for a in args) if name == "arith.andi" else max(a[1] for a in args)
+        return (0, high if name == "arith.andi" else (1 << int(high).bit_length()) - 1)
+    return full
+
+
+def bounds(
+    tree: Expr,
+    index: Callable[[int], Interval],
+    load: Callable[[Load], Interval],
+) -> dict[Expr, Interval]:
+    """The values each node of ``tree`` may take, from the coordinates' (``index(dim)``)
+    and the tensors' (``load(leaf)``) bounds, with MLIR's semantics: an integer op that
+    may wrap spans its type's range; a float op without a finite bound is unbounded (a
+    cast of it to an integer then spans that type). ``load`` raises Unsupported for a
+    tensor it cannot bound."""
+    found: dict[Expr, Interval] = {}
+
+    def visit(e: Expr) -> Interval:
+        if e in found:
+            return found[e]
+        if isinstance(e, Const):
+            value = e.value
+            result = (value, value) if value == value else (-np.inf, np.inf)  # NaN
+        elif isinstance(e, Index):
+            result = index(e.dim)
+        elif isinstance(e, Load):
+            for c in e.coords:
+                visit(c)
+            result = load(e)
+        elif isinstance(e, Op):
+            args = [visit(o) for o in e.operands]
+            result = _float_bounds(e, args) if is_float(e.type) else _integer_bounds(e, args)
+        else:
+            raise Unsupported(f"{type(e).__name__.lower()} {e} has no bounds")
+        found[e] = result
+        return result
+
+    visit(tree)
+    return found

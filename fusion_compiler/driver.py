@@ -167,7 +167,7 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
         raise FusionCompilerError(f"weights={weights!r}: expected 'embedded' or 'external'")
     compile_to = Stage.parse(compile_to)
     tgt = get_target(target, cuda_arch=cuda_arch, vulkan_target=vulkan_target)
-    default_elements = targets.pipeline(tgt.name, attention, tgt.kernel_arch)
+    default_elements = targets.pipeline(tgt.name, attention, tgt.kernel_arch, vulkan_target)
     session = CompilerSession(tgt, reproducer_dir=dump_ir)
     if pipeline:  # before the front end's minutes: a typo fails now
         check_pipeline(pipeline, session.context)

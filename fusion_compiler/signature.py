@@ -136,28 +136,46 @@ def _parameters(module: ir.Operation) -> str:
     return ";".join(found)
 
 
-def dim_symbols(op: ir.Operation) -> dict[tuple[int, int], str]:
-    """(input, dim) -> the symbol torch.export named that dim (``s0``), for the entry
-    point ``op`` is in: inputs whose dims share a symbol are one size at every call (the
-    runtime checks it)."""
+def _entry_fact(op: ir.Operation, key: str) -> str | None:
+    """What the front end recorded under ``key`` for the entry point ``op`` is in (on the
+    module before ``attach``, in the entry's reflection after)."""
     func = op
     while func is not None and func.name not in ("util.func", "func.func"):
         func = func.parent
     if func is None:
-        return {}
+        return None
     name = ir.StringAttr(func.attributes["sym_name"]).value.removesuffix("$async")
     module = func.parent
-    text = None
-    if DIMS_KEY in module.attributes:  # before ``attach``
-        entries = {a.name: a.attr for a in ir.DictAttr(module.attributes[DIMS_KEY])}
-        text = ir.StringAttr(entries[name]).value if name in entries else None
+    if key in module.attributes:  # before ``attach``
+        entries = {a.name: a.attr for a in ir.DictAttr(module.attributes[key])}
+        if name in entries:
+            return ir.StringAttr(entries[name]).value
     entry = _functions(module).get(name)
-    if text is None and entry is not None and "iree.reflection" in entry.attributes:
+    if entry is not None and "iree.reflection" in entry.attributes:
         entries = {a.name: a.attr for a in ir.DictAttr(entry.attributes["iree.reflection"])}
-        text = ir.StringAttr(entries[DIMS_KEY]).value if DIMS_KEY in entries else None
+        return ir.StringAttr(entries[key]).value if key in entries else None
+    return None
+
+
+def dim_symbols(op: ir.Operation) -> dict[tuple[int, int], str]:
+    """(input, dim) -> the symbol torch.export named that dim (``s0``), for the entry
+    point ``op`` is in: inputs whose dims share a symbol are one size at every call (the
+    runtime checks it)."""
     symbols = {}
-    for i, dims in enumerate((text or "").split(";")):
+    for i, dims in enumerate((_entry_fact(op, DIMS_KEY) or "").split(";")):
         for d, symbol in enumerate(dims.split(",")):
             if re.fullmatch(r"s\d+", symbol):
                 symbols[i, d] = symbol
     return symbols
+
+
+def dim_maxima(op: ir.Operation) -> dict[str, int]:
+    """symbol -> the largest size torch.export was given for it (``Dim(max=)``), for the
+    entry point ``op`` is in; the runtime refuses a call past it."""
+    maxima = {}
+    for entry in filter(None, (_entry_fact(op, RANGES_KEY) or "").split(";")):
+        symbol, _, bounds = entry.partition("=")
+        high = bounds.partition(":")[2]
+        if high:
+            maxima[symbol] = int(high)
+    return maxima

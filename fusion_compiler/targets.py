@@ -61,6 +61,23 @@ VULKAN_VENDORS = {
     **dict.fromkeys(("valhall", "valhall1", "valhall2", "valhall3", "valhall4"), "Mali"),
     "adreno": "Adreno",
 }
+# What each SPIR-V target's devices compute in and store, as IREE 3.13 describes them:
+# the ``compute`` and ``storage`` fields of the target's #iree_gpu.target, read from
+# ``iree-compile --iree-hal-target-device=vulkan --iree-vulkan-target=T
+# --compile-to=executable-targets`` of a function adding two i64 tensors. A device of a
+# target without int64 or fp64 (phones: valhall, adreno, vp_android_baseline_2022) may
+# lack shaderInt64/shaderFloat64, and a shader that uses them fails at pipeline creation.
+_DESKTOP = ("fp64|fp32|fp16|int64|int32|int16|int8", "b64|b32|b16|b8")
+VULKAN_CAPABILITIES = {
+    **dict.fromkeys(("pascal", "volta", "turing", "ampere", "ada"), _DESKTOP),
+    **dict.fromkeys(("rdna1", "rdna2", "rdna3", "rdna4", "cdna1", "cdna2", "cdna3"), _DESKTOP),
+    **dict.fromkeys(
+        ("valhall", "valhall1", "valhall2", "valhall3", "valhall4"),
+        ("fp32|fp16|int32|int16|int8", "b64|b32|b16|b8"),
+    ),
+    "adreno": ("fp32|fp16|int32|int16|int8", "b64|b32|b16"),
+    "vp_android_baseline_2022": ("fp32|int32", "b32"),
+}
 # the words each vendor's device names hold (older drivers leave the vendor out)
 VENDOR_NAMES = {
     "NVIDIA": ("nvidia", "geforce", "quadro", "tesla", "titan"),
@@ -197,6 +214,19 @@ def online_softmax_pipeline(block_q: int, block_k: int) -> list[str]:
     return [blocks if p == "fusion-online-softmax" else p for p in ONLINE_SOFTMAX_PIPELINE]
 
 
+def spirv_attention(vulkan_target: str) -> str:
+    """fusion-spirv-attention with what ``vulkan_target``'s devices have: 64-bit integers
+    and floats, 16-bit types and storage (fp16, int16, b16), 8-bit ones (int8, b8)."""
+    compute, storage = (set(field.split("|")) for field in VULKAN_CAPABILITIES[vulkan_target])
+    has = {
+        "int64": "int64" in compute,
+        "fp64": "fp64" in compute,
+        "b16": {"fp16", "int16", "b16"} <= compute | storage,
+        "b8": {"int8", "b8"} <= compute | storage,
+    }
+    return f"fusion-spirv-attention{{{' '.join(f'{k}={int(v)}' for k, v in has.items())}}}"
+
+
 # Vulkan: each fused attention becomes a generated SPIR-V kernel; what it cannot take is
 # decomposed, as IREE's SPIR-V code generation cannot lower the attention op.
 VULKAN_KERNEL_PIPELINE: tuple[str, ...] = (
@@ -226,13 +256,19 @@ def kernel_pipeline(arch: str) -> list[str]:
     ]
 
 
-def pipeline(target: str, attention: str = "auto", kernel_arch: str | None = None) -> list[str]:
+def pipeline(
+    target: str,
+    attention: str = "auto",
+    kernel_arch: str | None = None,
+    vulkan_target: str = VULKAN_TARGET,
+) -> list[str]:
     """Our passes for ``target``; ``attention`` picks who lowers the fused attention.
 
     "auto": on the CPU our online-softmax rewrite (faster than IREE 3.13's attention op
     there, benchmarks/results/cpu.md); on CUDA generated kernels when
     ``kernel_arch`` is set (e.g. "sm_90"), else IREE's op; on Vulkan generated SPIR-V
-    kernels (what they cannot take is decomposed).
+    kernels using only what ``vulkan_target``'s devices have (what they cannot take is
+    decomposed).
     "iree": IREE's attention op (decomposed where IREE computes it wrongly or cannot).
     """
     if attention not in ATTENTION_MODES:
@@ -246,7 +282,8 @@ def pipeline(target: str, attention: str = "auto", kernel_arch: str | None = Non
     elif attention == "auto" and kernel_arch is not None and target == "cuda":
         passes = kernel_pipeline(kernel_arch)
     elif attention == "auto" and target == "vulkan":
-        passes = list(VULKAN_KERNEL_PIPELINE)
+        kernels = spirv_attention(vulkan_target)
+        passes = [kernels if p == "fusion-spirv-attention" else p for p in VULKAN_KERNEL_PIPELINE]
     else:
         passes = list(DEFAULT_PIPELINES[target])
     return passes + [_CALLER_STORAGE] if target == "cuda" else passes

@@ -10,14 +10,16 @@ them skipped), any other mask computed in the kernel from the tensors it starts 
 (``vulkan/mask.py``; where it cannot be, read per key; either way the key blocks no row
 needs are skipped), the GQA ratio, the score region (its tree printed as GLSL) and
 strided views of every operand (head split and merge transposes, a transposed K and an
-output cast are folded in, as on CUDA). Compiled to
+output cast are folded in, as on CUDA). The shader uses only what the target's devices
+have (the options, from ``targets.VULKAN_CAPABILITIES``): without 64-bit integers the
+mask is computed with 32-bit ones where that is exact (int64 inputs it only compares as
+pairs of words), else read; without 8- or 16-bit storage, such buffers are read and
+written as 32-bit words. Compiled to
 SPIR-V with glslangValidator and embedded as a ``hal.executable.source``. An op it
 cannot take stays (decomposed later in the Vulkan pipeline), with a remark.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from fusion_compiler.dialects import linalg_ext
 from fusion_compiler.dialects.builders import erase_dead
@@ -26,23 +28,24 @@ from fusion_compiler import remarks
 from fusion_compiler.backends import dispatch
 from fusion_compiler.backends.plan import plan_kernel
 from fusion_compiler.backends.vulkan import glsl
+from fusion_compiler.backends.vulkan.spec import Capabilities
 from fusion_compiler.ir import ir
 
 NAME = "fusion-spirv-attention"
 
 
-@dataclass(frozen=True)
-class Options:
-    pass
+# what the target's devices have: ``{int64=0 fp64=0 b16=0 b8=0}`` for
+# vp_android_baseline_2022 (``targets.spirv_attention``); by default, everything
+Options = Capabilities
 
 
 def run(module: ir.Operation, options: Options) -> None:
     with module.context, module.location:
         for n, op in enumerate(linalg_ext.find_all(module)):
-            _lower(op, f"fusion_spirv_attention_{n}")
+            _lower(op, f"fusion_spirv_attention_{n}", options)
 
 
-def _lower(op: ir.Operation, symbol: str) -> None:
+def _lower(op: ir.Operation, symbol: str, has: Capabilities) -> None:
     def leave(why: str) -> None:
         remarks.emit(op.location, f"attention left for decomposition on Vulkan: {why}")
 
@@ -50,7 +53,7 @@ def _lower(op: ir.Operation, symbol: str) -> None:
     form = linalg_ext.layout(op, allow_dynamic=True)
     if isinstance(form, str):
         return leave(form)
-    plan = plan_kernel(op, form, target="vulkan", dtypes=("f16", "bf16", "f32"))
+    plan = plan_kernel(op, form, target="vulkan", dtypes=("f16", "bf16", "f32"), has=has)
     if isinstance(plan, str):
         return leave(plan)
     shapes = [list(ir.RankedTensorType(v.type).shape) for v in plan.inputs]

@@ -226,10 +226,13 @@ def operand_views(op: ir.Operation, form: Layout, group: int, mask: str | MaskCo
     return [q_base, k_base, v_base, *mask_inputs], [q_view, k_view, v_view, m_view]
 
 
-def _mask_plan(op: ir.Operation, form: Layout, target: str) -> str | MaskCode | None:
+def _mask_plan(
+    op: ir.Operation, form: Layout, target: str, has: vulkan_spec.Capabilities
+) -> str | MaskCode | None:
     """None: no mask, or nothing but the bounds the kernel masks by index (causal, a
-    sliding window); a MaskCode: the mask computed in the kernel from its producers;
-    else why it cannot be (the materialised mask is read)."""
+    sliding window); a MaskCode: the mask computed in the kernel from its producers,
+    with what the Vulkan target ``has``; else why it cannot be (the materialised mask
+    is read)."""
     if not form.has_mask or form.band_only:
         return None
     symbols = signature.dim_symbols(op)
@@ -242,12 +245,18 @@ def _mask_plan(op: ir.Operation, form: Layout, target: str) -> str | MaskCode | 
         return found
 
     q, k = op.operands[0], op.operands[1]
-    sequences = {  # where n_q and n_k are one size, either name is right
-        root(q, 1): "n_q",
-        root(k, 2 if form.k_transposed else 1): "n_k",
-    }
-    printer = kernel_mask if target == "cuda" else shader_mask
-    return printer.mask_code(op.operands[4], lambda value, dim: sequences.get(root(value, dim)))
+    roots = (root(q, 1), root(k, 2 if form.k_transposed else 1))
+    sequences = dict(zip(roots, ("n_q", "n_k"), strict=True))  # where one size, either name
+
+    def name(value: ir.Value, dim: int) -> str | None:
+        return sequences.get(root(value, dim))
+
+    if target == "cuda":
+        return kernel_mask.mask_code(op.operands[4], name)
+    maxima = signature.dim_maxima(op)  # a dynamic length at its largest
+    batch, *lengths = ir.RankedTensorType(op.operands[4].type).shape
+    sizes = [maxima.get(r) if n < 0 else n for n, r in zip(lengths, roots, strict=True)]
+    return shader_mask.mask_code(op.operands[4], name, has, (batch, *sizes))
 
 
 @dataclass(frozen=True)
@@ -268,11 +277,12 @@ def plan_kernel(
     target: str = "cuda",
     tiles: dict[str, int] | None = None,
     dtypes: tuple[str, ...] = ("f16", "bf16"),
+    has: vulkan_spec.Capabilities = vulkan_spec.EVERYTHING,
 ) -> KernelPlan | str:
     """The kernel ``op`` needs on ``target``, or why the kernel path cannot take it:
     "cuda", a TritonSpec with ``tiles`` (its tile, warp and schedule fields); "vulkan", a
-    VulkanSpec, where a mask that is not purely causal is read, not computed in the
-    kernel. Q, K and V must be of one of ``dtypes``."""
+    VulkanSpec using only what the target ``has``. Q, K and V must be of one of
+    ``dtypes``."""
     q, k, v, scale = list(op.operands)[:4]
     dtype = _element(q)
     if dtype not in dtypes or _element(k) != dtype or _element(v) != dtype:
@@ -297,7 +307,7 @@ def plan_kernel(
     if max(d, dv) > 256:
         return f"head dim {max(d, dv)} above 256"
     group = 1 if form.k_transposed else kv_group(op, form)  # a K copy not folded: read as is
-    mask = _mask_plan(op, form, target)
+    mask = _mask_plan(op, form, target, has)
     mask_read = mask if isinstance(mask, str) else None
     if mask_read:
         mask = "read"
@@ -333,7 +343,15 @@ def plan_kernel(
     spec: Problem
     if target == "vulkan":
         block_n = vulkan_spec.block_n(d, dv)
-        spec = vulkan_spec.VulkanSpec(**problem, **computed, score=score, block_n=block_n)
+        spec = vulkan_spec.VulkanSpec(
+            **problem,
+            **computed,
+            score=score,
+            block_n=block_n,
+            int64=has.int64,
+            b16=has.b16,
+            b8=has.b8,
+        )
     else:
         spec = TritonSpec(**problem, **computed, score=score, **(tiles or {}))
         if isinstance(mask, MaskCode):

@@ -19,12 +19,10 @@ ${EXTENSIONS}
 
 layout(local_size_x = ${BLOCK_M}, local_size_y = 1, local_size_z = 1) in;
 
-layout(set = 0, binding = 0) readonly buffer BindingQ { ${Q_TYPE} q_buffer[]; };
-layout(set = 0, binding = 1) readonly buffer BindingK { ${Q_TYPE} k_buffer[]; };
-layout(set = 0, binding = 2) readonly buffer BindingV { ${Q_TYPE} v_buffer[]; };
-${MASK_BINDINGS}
-${SIZES_BINDING}
-layout(set = 0, binding = ${OUT_BINDING}) buffer BindingO { ${OUT_TYPE} out_buffer[]; };
+// Q, K, V, the mask's tensors (a read mask, or those a computed one starts from), the
+// sizes (dynamic lengths only) and the output; on a device without storage of 8 or 16
+// bits, a buffer of such elements is bound as 32-bit words (read through name_bits)
+${BINDINGS}
 
 uint n_q;  // the sequence lengths: constants, or read from the sizes binding
 uint n_k;
@@ -60,6 +58,9 @@ float to_float(float v) { return v; }
 float to_float(float16_t v) { return float(v); }
 ${CONVERSIONS}
 
+// element i of Q, K, V and a read mask as a float; the output's element i written
+${ACCESSORS}
+
 // the functions of score regions, named as the CUDA kernel's Triton expressions name them
 float tl_abs(float v) { return abs(v); }
 float tl_exp(float v) { return exp(v); }
@@ -80,7 +81,7 @@ uint o_offset(uint batch, uint row, uint col) { return ${O_VIEW}; }
 
 // the mask's value at (batch, row, key): read from the materialised mask, or computed
 // from the tensors it starts from (the model's own code, printed by vulkan/mask.py)
-float round_f16(float v) { return float(float16_t(v)); }
+${ROUND_F16}
 float round_bf16(float v) {
   uint bits = floatBitsToUint(v);
   return isnan(v) ? v : uintBitsToFloat((bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u);
@@ -100,28 +101,28 @@ bool in_bounds(uint row, uint key) {
 vec4 load_q(uint batch, uint row, uint c) {
   uint d = c * 4u;
   vec4 x = vec4(0.0);
-  if (d < D) x.x = to_float(q_buffer[q_offset(batch, row, d)]);
-  if (d + 1u < D) x.y = to_float(q_buffer[q_offset(batch, row, d + 1u)]);
-  if (d + 2u < D) x.z = to_float(q_buffer[q_offset(batch, row, d + 2u)]);
-  if (d + 3u < D) x.w = to_float(q_buffer[q_offset(batch, row, d + 3u)]);
+  if (d < D) x.x = q_at(q_offset(batch, row, d));
+  if (d + 1u < D) x.y = q_at(q_offset(batch, row, d + 1u));
+  if (d + 2u < D) x.z = q_at(q_offset(batch, row, d + 2u));
+  if (d + 3u < D) x.w = q_at(q_offset(batch, row, d + 3u));
   return x;
 }
 vec4 load_k(uint batch, uint row, uint c) {
   uint d = c * 4u;
   vec4 x = vec4(0.0);
-  if (d < D) x.x = to_float(k_buffer[k_offset(batch, row, d)]);
-  if (d + 1u < D) x.y = to_float(k_buffer[k_offset(batch, row, d + 1u)]);
-  if (d + 2u < D) x.z = to_float(k_buffer[k_offset(batch, row, d + 2u)]);
-  if (d + 3u < D) x.w = to_float(k_buffer[k_offset(batch, row, d + 3u)]);
+  if (d < D) x.x = k_at(k_offset(batch, row, d));
+  if (d + 1u < D) x.y = k_at(k_offset(batch, row, d + 1u));
+  if (d + 2u < D) x.z = k_at(k_offset(batch, row, d + 2u));
+  if (d + 3u < D) x.w = k_at(k_offset(batch, row, d + 3u));
   return x;
 }
 vec4 load_v(uint batch, uint row, uint c) {
   uint d = c * 4u;
   vec4 x = vec4(0.0);
-  if (d < DV) x.x = to_float(v_buffer[v_offset(batch, row, d)]);
-  if (d + 1u < DV) x.y = to_float(v_buffer[v_offset(batch, row, d + 1u)]);
-  if (d + 2u < DV) x.z = to_float(v_buffer[v_offset(batch, row, d + 2u)]);
-  if (d + 3u < DV) x.w = to_float(v_buffer[v_offset(batch, row, d + 3u)]);
+  if (d < DV) x.x = v_at(v_offset(batch, row, d));
+  if (d + 1u < DV) x.y = v_at(v_offset(batch, row, d + 1u));
+  if (d + 2u < DV) x.z = v_at(v_offset(batch, row, d + 2u));
+  if (d + 3u < DV) x.w = v_at(v_offset(batch, row, d + 3u));
   return x;
 }
 
@@ -236,10 +237,10 @@ void main() {
     for (uint c = 0; c < DV4; ++c) {
       vec4 o = l_i > 0.0 ? acc[c] / l_i : vec4(0.0);  // 0 on a row with no key, as SDPA
       uint d = c * 4u;
-      out_buffer[o_offset(batch, row, d)] = to_out(o.x);
-      if (d + 1u < DV) out_buffer[o_offset(batch, row, d + 1u)] = to_out(o.y);
-      if (d + 2u < DV) out_buffer[o_offset(batch, row, d + 2u)] = to_out(o.z);
-      if (d + 3u < DV) out_buffer[o_offset(batch, row, d + 3u)] = to_out(o.w);
+      store_out(o_offset(batch, row, d), o.x);
+      if (d + 1u < DV) store_out(o_offset(batch, row, d + 1u), o.y);
+      if (d + 2u < DV) store_out(o_offset(batch, row, d + 2u), o.z);
+      if (d + 3u < DV) store_out(o_offset(batch, row, d + 3u), o.w);
     }
   }
 }

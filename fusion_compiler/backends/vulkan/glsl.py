@@ -33,7 +33,23 @@ _HERE = Path(__file__).parent
 TEMPLATE = _HERE / "attention.comp"
 # what a binary depends on besides its generated source
 _READ = (TEMPLATE, _HERE / "spec.py", _HERE.parent / "spec.py", Path(__file__))
-_BINDING = "layout(set = 0, binding = {}) readonly buffer Binding{} {{ {} {}[]; }};"
+_BINDING = "layout(set = 0, binding = {}) {}buffer Binding{} {{ {} {}[]; }};"
+# element i of a buffer of narrow elements bound as 32-bit words: its bits
+_BITS = "uint {0}_bits(uint i) {{ return ({0}[i / {1}u] >> (i % {1}u * {2}u)) & {3:#x}u; }}"
+# element i of an int64 buffer bound as 32-bit words: its (low, high) words
+_PAIR = "ivec2 {0}_pair(uint i) {{ return ivec2({0}[2u * i], {0}[2u * i + 1u]); }}"
+_NARROW = {"float16_t": 16, "uint16_t": 16, "int8_t": 8, "uint8_t": 8}  # bits, by GLSL type
+_FROM_BITS = {"float16_t": "unpackHalf2x16({}).x", "uint16_t": "uintBitsToFloat({} << 16)"}
+_ROUND_F16 = {
+    True: "float round_f16(float v) { return float(float16_t(v)); }",
+    False: "float round_f16(float v) { return unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x; }",
+}
+# the output's element i as 16 bits of a word, the word's other half another's to write
+_STORE_HALF = """void store_out(uint i, float v) {
+  uint shift = i % 2u * 16u;
+  atomicAnd(out_buffer[i / 2u], ~(0xFFFFu << shift));
+  atomicOr(out_buffer[i / 2u], to_out(v) << shift);
+}"""
 # what a computed mask's buffers and 64-bit coordinates need
 _MASK_EXTENSIONS = {
     "int64_t": "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require",
@@ -51,6 +67,16 @@ _TO_OUT = {
         "uint16_t to_out(float v) {\n"
         "  uint bits = floatBitsToUint(v);\n"
         "  return uint16_t((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);\n"
+        "}"
+    ),
+}
+# the same as the bits of a word's half, where 16-bit types are not to be used
+_TO_OUT_BITS = {
+    "f16": "uint to_out(float v) { return packHalf2x16(vec2(v, 0.0)); }",
+    "bf16": (
+        "uint to_out(float v) {\n"
+        "  uint bits = floatBitsToUint(v);\n"
+        "  return (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;\n"
         "}"
     ),
 }
@@ -162,39 +188,76 @@ def _view(view: View) -> str:
     return f"{batch} + row * {sr} + col * {sc}"
 
 
+def in_words(glsl_type: str, b16: bool, b8: bool) -> int:
+    """The bits of an element of ``glsl_type`` where its buffer is bound as 32-bit words
+    (a device without storage of its width); 0 where it is bound as it is."""
+    bits = _NARROW.get(glsl_type, 0)
+    return bits if (bits == 16 and not b16) or (bits == 8 and not b8) else 0
+
+
+def _bind(spec: VulkanSpec, binding: int, name: str, glsl_type: str, written: bool = False) -> str:
+    """A buffer of ``glsl_type`` elements, or of 32-bit words with ``name_bits(i)``."""
+    bits = in_words(glsl_type, spec.b16, spec.b8)
+    access = "" if written else "readonly "
+    block = name.removesuffix("_buffer").upper()
+    if glsl_type == "int64_t" and not spec.int64:  # compared only: as words, low first
+        words = _BINDING.format(binding, access, block, "int", name)
+        return f"{words}\n{_PAIR.format(name)}"
+    if not bits:
+        return _BINDING.format(binding, access, block, glsl_type, name)
+    words = _BINDING.format(binding, access, block, "uint", name)
+    return f"{words}\n{_BITS.format(name, 32 // bits, bits, (1 << bits) - 1)}"
+
+
+def _read(spec: VulkanSpec, accessor: str, name: str, glsl_type: str) -> str:
+    """``float accessor(uint i)``: element i of buffer ``name`` as a float."""
+    if in_words(glsl_type, spec.b16, spec.b8):
+        value = _FROM_BITS[glsl_type].format(f"{name}_bits(i)")
+    else:
+        value = f"to_float({name}[i])"
+    return f"float {accessor}(uint i) {{ return {value}; }}"
+
+
 def source_of(spec: VulkanSpec) -> str:
     """The GLSL compute shader of ``spec``."""
     q_view, k_view, v_view, m_view, o_view = spec.views
     element = _GLSL_TYPES[spec.dtype]
     out = spec.out_dtype or spec.dtype
+    out_words = in_words(_GLSL_TYPES[out], spec.b16, spec.b8)
     bf16 = "bf16" in (spec.dtype, out, spec.mask_dtype) or "uint16_t" in spec.mask_inputs
+    bf16 = bf16 and spec.b16  # held in a uint16_t (int16), not read from words
     extensions = [_BF16_EXTENSION] if bf16 else []
+    bindings = [_bind(spec, i, f"{x}_buffer", element) for i, x in enumerate("qkv")]
+    accessors = [_read(spec, f"{x}_at", f"{x}_buffer", element) for x in "qkv"]
     if spec.mask_expr is not None:
-        masks = [
-            _BINDING.format(3 + i, f"L{i}", t, f"l{i}") for i, t in enumerate(spec.mask_inputs)
-        ]
+        bindings += [_bind(spec, 3 + i, f"l{i}", t) for i, t in enumerate(spec.mask_inputs)]
         needed = {
-            "int64_t",
-            *({"uint8_t"} if {"uint8_t", "int8_t"} & set(spec.mask_inputs) else ()),
+            *({"int64_t"} if spec.int64 else ()),
+            *({"uint8_t"} if {"uint8_t", "int8_t"} & set(spec.mask_inputs) and spec.b8 else ()),
         }
         extensions += [_MASK_EXTENSIONS[t] for t in sorted(needed)]
         mask_value = spec.mask_expr
     else:  # read (Q is bound in its place without a mask)
         mask_type = _GLSL_TYPES[spec.mask_dtype] if spec.mask_dtype else element
-        masks = [_BINDING.format(3, "M", mask_type, "mask_buffer")]
-        mask_value = "to_float(mask_buffer[m_offset(batch, row, key)])"
-    sizes = spec.pointers.index("Sizes") if spec.dynamic else None
+        bindings.append(_bind(spec, 3, "mask_buffer", mask_type))
+        accessors.append(_read(spec, "mask_at", "mask_buffer", mask_type))
+        mask_value = "mask_at(m_offset(batch, row, key))"
+    if spec.dynamic:
+        bindings.append(_bind(spec, spec.pointers.index("Sizes"), "sizes_buffer", "int"))
+    out_type = "uint" if out_words else _GLSL_TYPES[out]
+    bindings.append(_BINDING.format(len(spec.pointers) - 1, "", "O", out_type, "out_buffer"))
+    store = "void store_out(uint i, float v) { out_buffer[i] = to_out(v); }"
+    accessors.append(_STORE_HALF if out_words else store)
+    to_out = _TO_OUT_BITS[out] if out_words else _TO_OUT[out]
     return Template(TEMPLATE.read_text()).substitute(
         EXTENSIONS="\n".join(extensions),
-        CONVERSIONS="\n".join([*([_BF16_TO_FLOAT] if bf16 else []), _TO_OUT[out]]),
-        Q_TYPE=element,
-        MASK_BINDINGS="\n".join(masks),
+        BINDINGS="\n".join(bindings),
+        CONVERSIONS="\n".join([*([_BF16_TO_FLOAT] if bf16 else []), to_out]),
+        ACCESSORS="\n".join(accessors),
+        ROUND_F16=_ROUND_F16[spec.b16],
         MASK_VALUE=mask_value,
-        OUT_TYPE=_GLSL_TYPES[out],
         N_Q="uint(sizes_buffer[0])" if spec.dynamic else f"{spec.n_q}u",
         N_K="uint(sizes_buffer[1])" if spec.dynamic else f"{spec.n_k}u",
-        SIZES_BINDING=_BINDING.format(sizes, "Sizes", "int", "sizes_buffer") if sizes else "",
-        OUT_BINDING=len(spec.pointers) - 1,
         D=f"{spec.d}u",
         DV=f"{spec.dv}u",
         BLOCK_M=spec.block_m,

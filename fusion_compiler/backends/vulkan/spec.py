@@ -16,6 +16,20 @@ def block_n(d: int, dv: int) -> int:
     return max(4, min(32, 4096 // (d + dv)))
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a Vulkan target's devices have besides 32-bit types (``targets.VULKAN_CAPABILITIES``):
+    the shader uses nothing else."""
+
+    int64: bool = True  # 64-bit integers (shaderInt64)
+    fp64: bool = True  # 64-bit floats (shaderFloat64)
+    b16: bool = True  # fp16 and int16 values, 16-bit storage buffers
+    b8: bool = True  # int8 values, 8-bit storage buffers
+
+
+EVERYTHING = Capabilities()  # NVIDIA's and AMD's targets
+
+
 @dataclass(frozen=True, kw_only=True)
 class VulkanSpec(Problem):
     """One attention and the compute shader generated for it."""
@@ -28,6 +42,11 @@ class VulkanSpec(Problem):
     # buffers l0, l1, ... (their GLSL element types in ``mask_inputs``), instead of read
     mask_expr: str | None = None
     mask_inputs: tuple[str, ...] = ()
+    # the target's ``Capabilities``: without int64 the mask is printed with 32-bit
+    # integers; without 16- or 8-bit storage, buffers of such elements are read as words
+    int64: bool = True
+    b16: bool = True
+    b8: bool = True
 
     def __post_init__(self) -> None:  # read back from JSON: lists
         super().__post_init__()
