@@ -34,7 +34,8 @@ class Table:
 
     @property
     def begin(self) -> str:
-        return f"<!-- benchmark table: benchmarks/readme_table.py writes it from {self.results.name} -->"
+        writer = "benchmarks/readme_table.py writes it from"
+        return f"<!-- benchmark table: {writer} {self.results.name} -->"
 
 
 def _attention_label(case: str) -> str:

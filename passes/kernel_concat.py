@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from fusion_compiler.dialects.builders import erase_dead
+
 from fusion_compiler import remarks
 from fusion_compiler.backends import dispatch
 from fusion_compiler.backends.triton.concat_kernel import (
@@ -25,7 +27,6 @@ from fusion_compiler.backends.triton.concat_kernel import (
     compile_concat,
 )
 from fusion_compiler.backends.triton.kernel import TRITON_TYPES
-from fusion_compiler.dialects.builders import erase_dead
 from fusion_compiler.ir import ir
 
 NAME = "fusion-kernel-concat"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from fusion_compiler.dialects import linalg
 from fusion_compiler.dialects.builders import dims, erase_dead
+from fusion_compiler.passes.kernel_matvec import is_broadcast_of_matrix, weight_view
 
 from fusion_compiler import remarks
 from fusion_compiler.backends import dispatch
@@ -30,7 +31,6 @@ from fusion_compiler.backends.triton.matmul_kernel import (
     tiles,
 )
 from fusion_compiler.ir import ir
-from fusion_compiler.passes.kernel_matvec import is_broadcast_of_matrix, weight_view
 
 NAME = "fusion-kernel-matmul"
 _ELEMENTS = ("f16", "bf16")
@@ -51,9 +51,7 @@ def _element(value: ir.Value) -> str:
 
 def _weight_is_shared(op: ir.Operation) -> bool:
     """Whether a batch_matmul's second operand is one matrix broadcast over the batch."""
-    return _shape(op.operands[1])[0] == 1 or is_broadcast_of_matrix(
-        linalg.producer(op.operands[1])
-    )
+    return _shape(op.operands[1])[0] == 1 or is_broadcast_of_matrix(linalg.producer(op.operands[1]))
 
 
 def _product(op: ir.Operation) -> str | None:

@@ -57,7 +57,8 @@ def choose(op: ir.Operation, arch: str, table: dict | None = None) -> Choice | N
     )
     tiles, source = schedules.choose(shape, table)
     group = kv_group(op, form)
-    return Choice(schedules.fit(tiles, shape, batch, n_q, n_k, group), source, shape)
+    window = 1 - form.window_start if form.window_start is not None else 0
+    return Choice(schedules.fit(tiles, shape, batch, n_q, n_k, group, window), source, shape)
 
 
 def _shape(value: ir.Value) -> list[int]:

@@ -112,7 +112,8 @@ def test_gated_mlp_takes_three_kernels_and_the_bias_stays_after() -> None:
     said = [str(r) for r in fused.remarks if "matrix product lowered" in str(r)]
     assert len(said) == 3, fused.remarks
     # a Linear with bias: the product is the kernel's, the bias added after it
-    (spec,) = _specs(_compile(Projection(64, 32, bias=True).half().eval(), torch.randn(5, 64).half()))
+    biased = Projection(64, 32, bias=True).half().eval()
+    (spec,) = _specs(_compile(biased, torch.randn(5, 64).half()))
     assert (spec.m, spec.n) == (5, 32)
 
 

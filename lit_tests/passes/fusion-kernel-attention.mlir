@@ -121,7 +121,7 @@ func.func @softcap_bias(%q: tensor<2x64x128xbf16>, %k: tensor<2x96x128xbf16>, %v
 }
 // CHECK-LABEL: func.func @softcap_bias(
 // CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<2x64x128xbf16>, %[[K:[a-z0-9]+]]: tensor<2x96x128xbf16>, %[[V:[a-z0-9]+]]: tensor<2x96x128xbf16>, %[[B:[a-z0-9]+]]: tensor<2x64x96xf32>
-// CHECK: flow.dispatch @fusion_attention_0::@attention(%[[Q]], %[[K]], %[[V]], %[[B]], %[[Q]]) {fusion.attention_kernel = "{{.*}}\22mask_dtype\22: null, \22mask_expr\22: \22tl.load(L0 + (batch) * 6144 + (rows[:, None]) * 96 + (keys[None, :]) * 1, mask=inside, other=0)\22, \22mask_inputs\22: [\22*fp32\22],{{.*}}\22score\22: \22((2.0 * tl.sigmoid(2.0 * (x * 0.019999999552965164)) - 1.0) * 50.0)\22{{.*}}"}
+// CHECK: flow.dispatch @fusion_attention_0::@attention(%[[Q]], %[[K]], %[[V]], %[[B]], %[[Q]]) {fusion.attention_kernel = "{{.*}}\22mask_dtype\22: null, \22mask_expr\22: \22tl.load(L0 + (batch) * 6144 + (rows[:, None]) * 96 + (keys[None, :]) * 1, mask=(rows[:, None] < n_q) & (keys[None, :] < n_k), other=0)\22, \22mask_inputs\22: [\22*fp32\22],{{.*}}\22score\22: \22((2.0 * tl.sigmoid(2.0 * (x * 0.019999999552965164)) - 1.0) * 50.0)\22{{.*}}"}
 
 // -----
 

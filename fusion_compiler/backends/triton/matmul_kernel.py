@@ -70,9 +70,11 @@ class MatmulSpec:
 def aligned(k: int, n: int, out_dtype: str) -> bool:
     """Whether TMA can read rows of K and N elements and write rows of N outputs."""
     out_bytes = 4 if out_dtype == "f32" else 2
-    return (2 * k) % _ALIGN_BYTES == 0 and (2 * n) % _ALIGN_BYTES == 0 and (
-        out_bytes * n
-    ) % _ALIGN_BYTES == 0
+    return (
+        (2 * k) % _ALIGN_BYTES == 0
+        and (2 * n) % _ALIGN_BYTES == 0
+        and (out_bytes * n) % _ALIGN_BYTES == 0
+    )
 
 
 def tiles(m: int, n: int) -> dict[str, int]:

@@ -90,7 +90,13 @@ def model(shape: ShapeClass) -> Tiles:
 
 
 def fit(
-    tiles: Tiles, shape: ShapeClass, batch: int, n_q: int, n_k: int, kv_group: int = 1
+    tiles: Tiles,
+    shape: ShapeClass,
+    batch: int,
+    n_q: int,
+    n_k: int,
+    kv_group: int = 1,
+    window: int = 0,
 ) -> Tiles:
     """``tiles`` fitted to one attention's sizes (-1: dynamic): with GQA and fewer query
     rows than a row block (decoding), the rows of the heads sharing K/V packed into one
@@ -100,7 +106,8 @@ def fit(
     dynamic key length is taken as long); and for causal attention over few keys, with
     more tiles than the GPU holds at once, persistent programs (one per place on the
     GPU) taking the tiles of every head longest first, which keeps the multiprocessors
-    evenly busy where each tile is short."""
+    evenly busy where each tile is short; a sliding ``window`` of keys (> 0) makes every
+    tile short, however long the rows."""
     if n_q < 0:
         return tiles
     pack = kv_group > 1 and padded(n_q) < tiles.block_m
@@ -113,7 +120,8 @@ def fit(
         key_blocks = -(-n_k // tiles.block_n) if n_k > 0 else 1 << 20
         splits = max(1, min(-(-4 * sms // programs), key_blocks // 4, 64))
     fitted = replace(tiles, block_m=block_m, splits=splits, pack_gqa=int(pack))
-    if shape.causal and splits == 1 and not pack and 0 < n_k <= _PERSISTENT_KEYS:
+    keys = min(n_k, window) if window > 0 else n_k
+    if shape.causal and splits == 1 and not pack and 0 < keys <= _PERSISTENT_KEYS:
         resident = resident_programs(fitted, shape.d, shape.arch)
         if programs > resident:
             fitted = replace(fitted, persistent=resident)

@@ -111,7 +111,7 @@ class TritonSpec(Problem):
             self.arch == 90
             and self.persistent > 0
             and self.causal_offset in (None, 0)
-            and self.window_start is None
+            and (self.window_start is None or self.causal_offset == 0)
             and self.n_q == self.n_k
             and self.n_q % 64 == 0
             and self.mask_dtype is None
@@ -139,6 +139,8 @@ class TritonSpec(Problem):
             "STAGES": self.num_stages,
             "TILES": self.n_q // self.block_m * self.batch,
             "CAUSAL": self.causal_offset is not None,
+            "WINDOW": self.window_start is not None,
+            "WINDOW_START": self.window_start or 0,
             # as the template's persistent programs: over short rows only
             "DESYNC": self.causal_offset is not None and self.n_k <= 2048,
         }

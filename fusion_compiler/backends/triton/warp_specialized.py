@@ -1,7 +1,7 @@
 # Attention on sm_90 with a producer warp: the warp-specialized kernel that
-# fusion-kernel-attention uses for persistent causal attention, and full attention over
-# short rows, over contiguous D128 operands (``TritonSpec.warp_specialized``), written in
-# Gluon (Triton's explicit-layout dialect).
+# fusion-kernel-attention uses for persistent causal attention (with or without a sliding
+# window), and full attention over short rows, over contiguous D128 operands
+# (``TritonSpec.warp_specialized``), written in Gluon (Triton's explicit-layout dialect).
 #
 # Persistent programs, two per multiprocessor, take the (64-row block, batch) tiles in the
 # order of the FlashAttention-2 template (``template.attention``: longest first, a
@@ -46,11 +46,20 @@ def _tile_at(step, rounds, programs, DESYNC: gl.constexpr, TILES: gl.constexpr):
 
 @gluon.jit
 def _key_blocks(tile, N: gl.constexpr, BATCH: gl.constexpr, TILES: gl.constexpr,
-                BLOCK: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
+                BLOCK: gl.constexpr, CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
+                WINDOW_START: gl.constexpr):  # fmt: skip
+    """The first key block a tile visits and the one after its last: up to the diagonal
+    when causal, from the block of the first row's first key in the window."""
     if CAUSAL:
-        return _tile_row_block(tile, BATCH, TILES) + 1
+        row_block = _tile_row_block(tile, BATCH, TILES)
+        last = row_block + 1
+        if WINDOW:
+            first = gl.maximum(row_block * BLOCK + WINDOW_START, 0) // BLOCK
+        else:
+            first = gl.to_tensor(0)
+        return first, last
     else:
-        return gl.to_tensor(N // BLOCK)
+        return gl.to_tensor(0), gl.to_tensor(N // BLOCK)
 
 
 @gluon.jit
@@ -91,6 +100,8 @@ def _producer(
     STAGES: gl.constexpr,
     TILES: gl.constexpr,
     CAUSAL: gl.constexpr,
+    WINDOW: gl.constexpr,
+    WINDOW_START: gl.constexpr,
     DESYNC: gl.constexpr,
 ):
     """Loads the key blocks of every tile of this program, in order, into the ring."""
@@ -102,7 +113,8 @@ def _producer(
     for _ in range(0, rounds):
         if tile < TILES:
             base = (tile % BATCH // KV_GROUP) * N
-            for j in range(0, _key_blocks(tile, N, BATCH, TILES, BLOCK, CAUSAL)):
+            first, last = _key_blocks(tile, N, BATCH, TILES, BLOCK, CAUSAL, WINDOW, WINDOW_START)
+            for j in range(first, last):
                 s = c % STAGES
                 # a slot is free once the warpgroup's PV of its last use is done (the
                 # first use of each slot: the parity before the barrier's first phase)
@@ -149,6 +161,8 @@ def _compute(
     STAGES: gl.constexpr,
     TILES: gl.constexpr,
     CAUSAL: gl.constexpr,
+    WINDOW: gl.constexpr,
+    WINDOW_START: gl.constexpr,
     DESYNC: gl.constexpr,
 ):
     """The online softmax of every tile of this program over the ring's key blocks."""
@@ -162,6 +176,7 @@ def _compute(
     # Q stays in registers as QK^T's A operand (H200, N1024 D128: causal 44.3 against 45.0
     # us with Q in shared memory, full 71.2 against 72.0)
     q_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
+    row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows = gl.arange(0, BLOCK, layout=gl.SliceLayout(1, s_layout))
     keys = gl.arange(0, BLOCK, layout=gl.SliceLayout(0, s_layout))
     programs = gl.num_programs(0)
@@ -175,11 +190,17 @@ def _compute(
         next_tile = _tile_at(next_step, rounds, programs, DESYNC, TILES)
         next_q = _load_q(Q, next_tile, N, D, BATCH, BLOCK, TILES, q_layout)
         if tile < TILES:
-            m_i = gl.full([BLOCK], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
+            # with a window, a row may see no key of the first block: the lowest finite
+            # max keeps its exp2 at 0 there (-inf - -inf would be NaN)
+            if WINDOW:
+                m_i = gl.full([BLOCK], -3.4028234663852886e38, gl.float32, layout=row_layout)
+            else:
+                m_i = gl.full([BLOCK], float("-inf"), gl.float32, layout=row_layout)
             l_i = gl.full([BLOCK], 0.0, gl.float32, layout=gl.SliceLayout(1, s_layout))
             acc = warpgroup_mma_init(gl.zeros([BLOCK, D], gl.float32, layout=o_layout))
-            blocks = _key_blocks(tile, N, BATCH, TILES, BLOCK, CAUSAL)
-            for j in range(0, blocks):
+            first, blocks = _key_blocks(tile, N, BATCH, TILES, BLOCK, CAUSAL, WINDOW, WINDOW_START)
+            row_block = _tile_row_block(tile, BATCH, TILES)
+            for j in range(first, blocks):
                 s = c % STAGES
                 phase = (c // STAGES) & 1
                 mbarrier.wait(k_ready.index(s), phase)
@@ -192,10 +213,14 @@ def _compute(
                 )
                 x, acc = warpgroup_mma_wait(0, deps=[x, acc])
                 # the previous block's PV is done: its slot goes back to the producer
-                mbarrier.arrive(kv_empty.index((c + STAGES - 1) % STAGES), pred=j > 0)
+                mbarrier.arrive(kv_empty.index((c + STAGES - 1) % STAGES), pred=j > first)
                 if CAUSAL:
                     if j == blocks - 1:  # the diagonal block
                         x = gl.where(keys[None, :] <= rows[:, None], x, float("-inf"))
+                if WINDOW:  # the blocks some row's window starts after
+                    if j * BLOCK < row_block * BLOCK + BLOCK - 1 + WINDOW_START:
+                        key = (j - row_block) * BLOCK + keys[None, :]  # from the first row
+                        x = gl.where(key >= rows[:, None] + WINDOW_START, x, float("-inf"))
                 p, m_i, l_i, acc = _softmax_step(x, m_i, l_i, acc, QK_SCALE, dtype, o_layout)
                 mbarrier.wait(v_ready.index(s), phase)
                 acc = warpgroup_mma(p, v_smem.index(s), acc, is_async=True)
@@ -231,6 +256,8 @@ def attention(
     STAGES: gl.constexpr,
     TILES: gl.constexpr,
     CAUSAL: gl.constexpr,
+    WINDOW: gl.constexpr,  # keys before row + WINDOW_START are masked too (causal only)
+    WINDOW_START: gl.constexpr,
     DESYNC: gl.constexpr,  # odd programs take their tiles shortest first
 ):
     dtype: gl.constexpr = Q.dtype.element_ty
@@ -255,12 +282,12 @@ def attention(
             (
                 _compute,
                 (Q, o_desc, o_smem, k_smem, v_smem, k_ready, v_ready, kv_empty, QK_SCALE,
-                 N, D, BATCH, BLOCK, STAGES, TILES, CAUSAL, DESYNC),
+                 N, D, BATCH, BLOCK, STAGES, TILES, CAUSAL, WINDOW, WINDOW_START, DESYNC),
             ),
             (
                 _producer,
                 (k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, N, BATCH,
-                 KV_GROUP, BLOCK, STAGES, TILES, CAUSAL, DESYNC),
+                 KV_GROUP, BLOCK, STAGES, TILES, CAUSAL, WINDOW, WINDOW_START, DESYNC),
             ),
         ],
         [1],
