@@ -85,20 +85,8 @@ def _lower(module: ir.Operation, op: ir.Operation, options: Options, symbol: str
         arch=int(options.arch.removeprefix("sm_").rstrip("a")),
     )
     kernel = compile_concat(spec)
-    grid = spec.grid
-    with ir.InsertionPoint(op), op.location:
-        dispatch.add_executable(module, symbol, kernel, 2, grid)
-        result = dispatch.dispatch_kernel(
-            symbol,
-            kernel,
-            [],
-            [a, b],
-            op.results[0].type,
-            [],
-            {MARKER: ir.StringAttr.get(spec.to_json())},
-            grid[0] * grid[1] * grid[2],
-        )
-    op.results[0].replace_all_uses_with(result)
+    inputs, tagged = [a, b], (MARKER, spec.to_json())
+    dispatch.replace_by_kernel(module, op, op.location, symbol, kernel, inputs, spec.grid, tagged)
     remarks.emit(
         op.location,
         f"concatenation lowered to a generated {options.arch} copy kernel "

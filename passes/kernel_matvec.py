@@ -129,20 +129,10 @@ def _lower(module: ir.Operation, op: ir.Operation, options: Options, symbol: str
         arch=int(options.arch.removeprefix("sm_").rstrip("a")),
     )
     kernel = compile_matvec(spec)
-    grid = spec.grid
-    with ir.InsertionPoint(replaced), op.location:
-        dispatch.add_executable(module, symbol, kernel, 2, grid)
-        result = dispatch.dispatch_kernel(
-            symbol,
-            kernel,
-            [],
-            [a, base],
-            replaced.results[0].type,
-            [],
-            {MARKER: ir.StringAttr.get(spec.to_json())},
-            grid[0] * grid[1] * grid[2],
-        )
-    replaced.results[0].replace_all_uses_with(result)
+    inputs, tagged = [a, base], (MARKER, spec.to_json())
+    dispatch.replace_by_kernel(
+        module, replaced, op.location, symbol, kernel, inputs, spec.grid, tagged
+    )
     remarks.emit(
         op.location,
         f"matrix-vector product lowered to a generated {options.arch} kernel "

@@ -40,6 +40,27 @@ _MAINS = {
 }
 
 
+def kernel_specs(fused, marker: str, spec_type) -> list:
+    """The specs (``spec_type``) of a module's dispatches of stand-alone kernels, read
+    back from each dispatch's ``marker`` attribute (their JSON)."""
+    import json
+
+    from fusion_compiler.compiler import new_session
+    from fusion_compiler.ir import ir
+
+    with new_session().context:
+        module = ir.Module.parse(fused.mlir)
+        found = []
+
+        def visit(op):
+            if op.name == "flow.dispatch" and marker in op.attributes:
+                found.append(spec_type(**json.loads(ir.StringAttr(op.attributes[marker]).value)))
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(visit)
+    return found
+
+
 def _in_process(name: str, args: tuple[str, ...]) -> subprocess.CompletedProcess:
     """``name args`` as its console script runs it: its exit status, stdout and stderr,
     and what escaped ``main`` printed as the interpreter prints it (a traceback)."""

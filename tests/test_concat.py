@@ -8,32 +8,19 @@ dispatch and the kernel runs under Triton's interpreter against PyTorch.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import kernel_specs
 
 import fusion_compiler as fc
 from fusion_compiler.backends.triton.concat_kernel import MARKER, ConcatSpec, run_interpreted
-from fusion_compiler.compiler import new_session
-from fusion_compiler.ir import ir
 
 pytestmark = pytest.mark.slow  # compiles for sm_90 and runs kernels under the interpreter
 
 
 def _specs(fused: fc.CompiledModule) -> list[ConcatSpec]:
-    with new_session().context:
-        module = ir.Module.parse(fused.mlir)
-        found = []
-
-        def visit(op):
-            if op.name == "flow.dispatch" and MARKER in op.attributes:
-                found.append(ConcatSpec(**json.loads(ir.StringAttr(op.attributes[MARKER]).value)))
-            return ir.WalkResult.ADVANCE
-
-        module.operation.walk(visit)
-    return found
+    return kernel_specs(fused, MARKER, ConcatSpec)
 
 
 class CacheGrowth(torch.nn.Module):

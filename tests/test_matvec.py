@@ -8,32 +8,18 @@ PyTorch.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
-from conftest import rel_error
+from conftest import kernel_specs, rel_error
 
 import fusion_compiler as fc
 from fusion_compiler.backends.triton.matvec_kernel import MARKER, MatvecSpec, run_interpreted
-from fusion_compiler.compiler import new_session
-from fusion_compiler.ir import ir
 
 pytestmark = pytest.mark.slow  # compiles for sm_90 and runs kernels under the interpreter
 
 
 def _specs(fused: fc.CompiledModule) -> list[MatvecSpec]:
-    with new_session().context:
-        module = ir.Module.parse(fused.mlir)
-        found = []
-
-        def visit(op):
-            if op.name == "flow.dispatch" and MARKER in op.attributes:
-                found.append(MatvecSpec(**json.loads(ir.StringAttr(op.attributes[MARKER]).value)))
-            return ir.WalkResult.ADVANCE
-
-        module.operation.walk(visit)
-    return found
+    return kernel_specs(fused, MARKER, MatvecSpec)
 
 
 class Projection(torch.nn.Module):

@@ -148,6 +148,35 @@ def dispatch_kernel(
     return dispatch.results[0]
 
 
+def replace_by_kernel(
+    module: ir.Operation,
+    replaced: ir.Operation,
+    location: ir.Location,
+    symbol: str,
+    kernel: Kernel,
+    inputs: list[ir.Value],
+    grid: tuple[int, int, int],
+    spec: tuple[str, str],
+) -> None:
+    """``replaced``'s one result made by a flow.dispatch of ``kernel`` (executable
+    ``symbol``, a static ``grid``) on ``inputs``, placed before it at ``location``; the
+    dispatch carries ``spec``, (attribute name, the kernel's spec as JSON). A stand-alone
+    kernel's lowering (a product, a concatenation): the caller erases what is dead."""
+    with ir.InsertionPoint(replaced), location:
+        add_executable(module, symbol, kernel, len(inputs), grid)
+        result = dispatch_kernel(
+            symbol,
+            kernel,
+            [],
+            inputs,
+            replaced.results[0].type,
+            [],
+            {spec[0]: ir.StringAttr.get(spec[1])},
+            grid[0] * grid[1] * grid[2],
+        )
+    replaced.results[0].replace_all_uses_with(result)
+
+
 def _reads_an_argument(value: ir.Value) -> bool:
     """Whether ``value`` is computed from a block argument (the function's inputs), not
     from constants alone."""

@@ -1,28 +1,14 @@
 """The sm_90 matrix product kernel (``matmul.py``): its spec, its tiles, its compile step,
-and a run under Triton's interpreter for the tests.
-
-    python -m fusion_compiler.backends.triton.matmul_kernel CALL.pt   (the interpreter's
-    child process: writes CALL.out.pt)
-"""
+and a run under Triton's interpreter for the tests (``standalone``)."""
 
 from __future__ import annotations
 
 import json
-import os
-import sys
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
-from fusion_compiler.backends.spec import Kernel
-from fusion_compiler.backends.triton.kernel import (
-    TRITON_TYPES,
-    cached_kernel,
-    require_triton,
-    triton_compile,
-    triton_version,
-)
+from fusion_compiler.backends import spec as backend_spec
+from fusion_compiler.backends.triton import standalone
 
-_SOURCE = Path(__file__).with_name("matmul.py")
 # the matmul's dispatches carry their spec as JSON under this attribute
 MARKER = "fusion.matmul_kernel"
 # TMA reads and writes rows whose byte strides are multiples of 16
@@ -50,6 +36,10 @@ class MatmulSpec:
     @property
     def grid(self) -> tuple[int, int, int]:
         return (-(-self.m // self.block_m) * -(-self.n // self.block_n), 1, 1)
+
+    @property
+    def output(self) -> tuple[tuple[int, ...], str]:
+        return (self.m, self.n), self.out_dtype
 
     def constants(self) -> dict[str, object]:
         return {
@@ -94,59 +84,13 @@ def tiles(m: int, n: int) -> dict[str, int]:
     return dict(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=4)
 
 
-def compile_matmul(spec: MatmulSpec) -> Kernel:
+def compile_matmul(spec: MatmulSpec) -> backend_spec.Kernel:
     """The cubin of ``spec``'s kernel, from the cache when it was built before."""
-    source = _SOURCE.read_text()
-    read = [Path(__file__), Path(__file__).with_name("kernel.py")]  # its compile step too
-    parts = [source, *(f.read_text() for f in read), spec.to_json(), f"triton {triton_version()}"]
-
-    def build(directory: Path):  # -> CompiledKernel
-        require_triton()  # before matmul.py imports it
-        from fusion_compiler.backends.triton import matmul
-
-        element = f"*{TRITON_TYPES[spec.dtype]}"
-        pointers = {"A": element, "W": element, "Out": f"*{TRITON_TYPES[spec.out_dtype]}"}
-        options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}
-        return triton_compile(matmul.matmul, pointers, spec.constants(), spec.arch, options)
-
-    return cached_kernel(parts, build, "matmul-")
+    pointers = {"A": spec.dtype, "W": spec.dtype, "Out": spec.out_dtype}
+    options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}
+    return standalone.compile_standalone("matmul", spec, pointers, options)
 
 
 def run_interpreted(spec: MatmulSpec, a, w):  # tensors -> tensor
-    """The kernel on the CPU under Triton's interpreter (a child process: Triton picks the
-    interpreter when it is imported): a (M, K), w (K, N) or with ``w_t`` (N, K)."""
-    import subprocess
-    import tempfile
-
-    import torch
-
-    with tempfile.TemporaryDirectory() as directory:
-        path = Path(directory) / "call.pt"
-        torch.save({"spec": asdict(spec), "a": a, "w": w}, path)
-        env = {**os.environ, "TRITON_INTERPRET": "1"}
-        command = [sys.executable, "-m", "fusion_compiler.backends.triton.matmul_kernel", str(path)]
-        done = subprocess.run(command, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"interpreted kernel failed:\n{done.stderr[-4000:]}")
-        return torch.load(path.with_suffix(".out.pt"))
-
-
-def _main(path: Path) -> None:
-    import torch
-    import triton
-
-    from fusion_compiler.backends.triton import matmul
-    from fusion_compiler.backends.triton.interpret import patch_interpreter
-
-    patch_interpreter()
-    triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8))
-    call = torch.load(path)
-    spec = MatmulSpec(**call["spec"])
-    dtypes = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
-    out = torch.empty(spec.m, spec.n, dtype=dtypes[spec.out_dtype])
-    matmul.matmul[spec.grid](call["a"], call["w"], out, **spec.constants())
-    torch.save(out, path.with_suffix(".out.pt"))
-
-
-if __name__ == "__main__":
-    _main(Path(sys.argv[1]))
+    """The kernel under Triton's interpreter: a (M, K), w (K, N) or with ``w_t`` (N, K)."""
+    return standalone.run_interpreted("matmul", spec, a, w)

@@ -1,28 +1,14 @@
-"""The sm_90 matrix-vector kernel (``matvec.py``): its spec, its compile step, and a run
-under Triton's interpreter for the tests.
-
-    python -m fusion_compiler.backends.triton.matvec_kernel CALL.pt   (the interpreter's
-    child process: writes CALL.out.pt)
-"""
+"""The sm_90 matrix-vector kernel (``matvec.py``): its spec, its tiles, its compile step,
+and a run under Triton's interpreter for the tests (``standalone``)."""
 
 from __future__ import annotations
 
 import json
-import os
-import sys
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
-from fusion_compiler.backends.spec import Kernel
-from fusion_compiler.backends.triton.kernel import (
-    TRITON_TYPES,
-    cached_kernel,
-    require_triton,
-    triton_compile,
-    triton_version,
-)
+from fusion_compiler.backends import spec as backend_spec
+from fusion_compiler.backends.triton import standalone
 
-_SOURCE = Path(__file__).with_name("matvec.py")
 # the matvec's dispatches carry their spec as JSON under this attribute
 MARKER = "fusion.matvec_kernel"
 
@@ -46,6 +32,10 @@ class MatvecSpec:
     @property
     def grid(self) -> tuple[int, int, int]:
         return (-(-self.n // self.block_n), 1, 1)
+
+    @property
+    def output(self) -> tuple[tuple[int, ...], str]:
+        return (self.n,), self.out_dtype
 
     def constants(self) -> dict[str, object]:
         return {
@@ -74,57 +64,13 @@ def tiles(k: int, n: int, sk: int) -> tuple[int, int, int, int]:
     return 64, 64, 4, 3
 
 
-def compile_matvec(spec: MatvecSpec) -> Kernel:
+def compile_matvec(spec: MatvecSpec) -> backend_spec.Kernel:
     """The cubin of ``spec``'s kernel, from the cache when it was built before."""
-    source = _SOURCE.read_text()
-    read = [Path(__file__), Path(__file__).with_name("kernel.py")]  # its compile step too
-    parts = [source, *(f.read_text() for f in read), spec.to_json(), f"triton {triton_version()}"]
-
-    def build(directory: Path):  # -> CompiledKernel
-        require_triton()  # before matvec.py imports it
-        from fusion_compiler.backends.triton import matvec
-
-        element = f"*{TRITON_TYPES[spec.dtype]}"
-        pointers = {"X": element, "W": element, "Out": f"*{TRITON_TYPES[spec.out_dtype]}"}
-        options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}
-        return triton_compile(matvec.matvec, pointers, spec.constants(), spec.arch, options)
-
-    return cached_kernel(parts, build, "matvec-")
+    pointers = {"X": spec.dtype, "W": spec.dtype, "Out": spec.out_dtype}
+    options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}
+    return standalone.compile_standalone("matvec", spec, pointers, options)
 
 
 def run_interpreted(spec: MatvecSpec, x, w):  # tensors -> tensor
-    """The kernel on the CPU under Triton's interpreter (a child process: Triton picks the
-    interpreter when it is imported): x (K,), w the tensor W's strides index."""
-    import subprocess
-    import tempfile
-
-    import torch
-
-    with tempfile.TemporaryDirectory() as directory:
-        path = Path(directory) / "call.pt"
-        torch.save({"spec": asdict(spec), "x": x, "w": w}, path)
-        env = {**os.environ, "TRITON_INTERPRET": "1"}
-        command = [sys.executable, "-m", "fusion_compiler.backends.triton.matvec_kernel", str(path)]
-        done = subprocess.run(command, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"interpreted kernel failed:\n{done.stderr[-4000:]}")
-        return torch.load(path.with_suffix(".out.pt"))
-
-
-def _main(path: Path) -> None:
-    import torch
-
-    from fusion_compiler.backends.triton import matvec
-    from fusion_compiler.backends.triton.interpret import patch_interpreter
-
-    patch_interpreter()
-    call = torch.load(path)
-    spec = MatvecSpec(**call["spec"])
-    dtypes = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
-    out = torch.empty(spec.n, dtype=dtypes[spec.out_dtype])
-    matvec.matvec[spec.grid](call["x"], call["w"], out, **spec.constants())
-    torch.save(out, path.with_suffix(".out.pt"))
-
-
-if __name__ == "__main__":
-    _main(Path(sys.argv[1]))
+    """The kernel under Triton's interpreter: x (K,), w the tensor W's strides index."""
+    return standalone.run_interpreted("matvec", spec, x, w)

@@ -1,0 +1,91 @@
+"""Kernels that stand alone beside attention: matrix-vector products (``matvec``), matrix
+products (``matmul``), concatenations (``concat``). Each is one Triton function in a
+file of its own, specialised by a frozen spec dataclass (its ``constants()``, ``grid``,
+``output`` and ``to_json()``), compiled ahead of time and cached as the attention kernel
+is (``kernel.cached_kernel``), and run under Triton's interpreter for the tests:
+
+    python -m fusion_compiler.backends.triton.standalone CALL.pt   (the interpreter's
+    child process: writes CALL.out.pt)
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from fusion_compiler.backends.spec import Kernel
+from fusion_compiler.backends.triton.kernel import (
+    TRITON_TYPES,
+    cached_kernel,
+    require_triton,
+    triton_compile,
+    triton_version,
+)
+
+_HERE = Path(__file__).parent
+_TORCH_TYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+
+
+def compile_standalone(
+    name: str, spec, pointers: dict[str, str], options: dict[str, int]
+) -> Kernel:
+    """The cubin of function ``name`` of ``name``.py for ``spec``, its pointer parameters
+    ``pointers`` (name: our element type), from the cache when it was built before."""
+    source = (_HERE / f"{name}.py").read_text()
+    read = [Path(__file__), _HERE / "kernel.py", Path(sys.modules[type(spec).__module__].__file__)]
+    parts = [source, *(f.read_text() for f in read), spec.to_json(), f"triton {triton_version()}"]
+
+    def build(directory: Path):  # -> CompiledKernel
+        require_triton()  # before the kernel's module imports it
+        function = getattr(importlib.import_module(f"{__package__}.{name}"), name)
+        types = {p: f"*{TRITON_TYPES[t]}" for p, t in pointers.items()}
+        return triton_compile(function, types, spec.constants(), spec.arch, options)
+
+    return cached_kernel(parts, build, f"{name}-")
+
+
+def run_interpreted(name: str, spec, *tensors):  # -> torch.Tensor
+    """Function ``name`` of ``name``.py on ``tensors`` for ``spec``, on the CPU under
+    Triton's interpreter (a child process: Triton picks the interpreter when it is
+    imported); its output, of ``spec.output``'s shape and type."""
+    import subprocess
+    import tempfile
+
+    import torch
+
+    kind = f"{type(spec).__module__}:{type(spec).__qualname__}"
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "call.pt"
+        torch.save({"name": name, "kind": kind, "spec": asdict(spec), "tensors": tensors}, path)
+        env = {**os.environ, "TRITON_INTERPRET": "1"}
+        command = [sys.executable, "-m", __name__, str(path)]
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"interpreted kernel failed:\n{done.stderr[-4000:]}")
+        return torch.load(path.with_suffix(".out.pt"))
+
+
+def _main(path: Path) -> None:
+    import torch
+    import triton
+
+    from fusion_compiler.backends.triton.interpret import patch_interpreter
+
+    patch_interpreter()
+    # TMA descriptors made in the kernel (matmul) take their scratch from here
+    triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8))
+    call = torch.load(path)
+    module, kind = call["kind"].split(":")
+    spec = getattr(importlib.import_module(module), kind)(**call["spec"])
+    shape, dtype = spec.output
+    out = torch.empty(shape, dtype=getattr(torch, _TORCH_TYPES[dtype]))
+    function = getattr(importlib.import_module(f"{__package__}.{call['name']}"), call["name"])
+    function[spec.grid](*call["tensors"], out, **spec.constants())
+    torch.save(out, path.with_suffix(".out.pt"))
+
+
+if __name__ == "__main__":
+    _main(Path(sys.argv[1]))
