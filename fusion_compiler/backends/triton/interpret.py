@@ -22,8 +22,13 @@ _DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 
 
 def patch_interpreter() -> None:
-    """Triton 3.6's interpreter turns a program id (a 1-element array) into a loop bound
-    with int(), which NumPy 2 refuses; it reads the element instead after this."""
+    """Two defects of Triton 3.6's interpreter, mended here: it turns a program id (a
+    1-element array) into a loop bound with int(), which NumPy 2 refuses (it reads the
+    element instead after this); and it multiplies bf16 operands, which it holds as their
+    uint16 bits, as those integers (rel. error ~1e11): ``tl.dot`` reads them as the floats
+    they are after this, as the GPU does."""
+    import numpy as np
+    import triton.language as tl
     from triton.runtime import interpreter
 
     patch_tensor = interpreter._patch_lang_tensor
@@ -33,6 +38,19 @@ def patch_interpreter() -> None:
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
 
     interpreter._patch_lang_tensor = patched
+    dot = interpreter.InterpreterBuilder.create_dot
+
+    def bf16_as_floats(handle):
+        if handle.dtype.scalar != tl.bfloat16:
+            return handle
+        floats = (handle.data.astype(np.uint32) << 16).view(np.float32)
+        return interpreter.TensorHandle(floats, tl.float32)
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        a, b = bf16_as_floats(a), bf16_as_floats(b)
+        return dot(self, a, b, d, input_precision, max_num_imprecise_acc)
+
+    interpreter.InterpreterBuilder.create_dot = create_dot
 
 
 def main(path: Path) -> None:
