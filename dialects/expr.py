@@ -810,6 +810,10 @@ def _integer_bounds(e: Op, args: list[Interval]) -> Interval:
         return _wrapped(_arith(_INT_OPS[name], *args), type_)
     if name in ("arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui"):
         return _hull(*args)  # one of the operands
+    if name == "math.absi":  # a distance (ModernBERT's local window: |row - key|)
+        low, high = args[0]
+        found = (max(low, -high, 0), max(-low, high))
+        return _wrapped(found, type_)
     if name in ("arith.divui", "arith.remui"):
         (a_low, a_high), (b_low, b_high) = args
         if a_low < 0 or b_low <= 0:

@@ -46,9 +46,16 @@ def test_architecture_fused_and_matches_pytorch(name: str, impl: str) -> None:
 
 # On Vulkan each attention is the generated shader, its mask computed there from the
 # model's own tensors (padding, the causal band, Gemma's soft cap and window, BART's
-# cross attention); the whole corpus passed once by hand (T5 aside: IREE's SPIR-V for a
-# target without 64-bit integers cannot take its position buckets).
-VULKAN_CASES = [("llama", "eager"), ("bert", "sdpa"), ("gemma2", "eager"), ("bart", "sdpa")]
+# cross attention, ModernBERT's local window |row - key| <= w: 32-bit integers only where
+# its distance is bounded); the whole corpus passes by hand (benchmarks/hf_support.py;
+# T5 aside: IREE's SPIR-V for a target without 64-bit integers cannot take its buckets).
+VULKAN_CASES = [
+    ("llama", "eager"),
+    ("bert", "sdpa"),
+    ("gemma2", "eager"),
+    ("bart", "sdpa"),
+    ("modernbert", "sdpa"),
+]
 
 
 @needs_glslang

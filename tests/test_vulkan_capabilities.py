@@ -58,6 +58,13 @@ def test_32_bit_integers_only_where_every_value_fits() -> None:
     # an i32 op wraps as GLSL's int does: any value is exact
     wide = Op("arith.muli", (Load(0, (Index(2),), "i32", (100,)), Const(1 << 20, "i32")), "i32")
     assert narrow_problem(wide, (1, 1, 100), {0: [100]}) is None
+    # a distance |row - key| (ModernBERT's local window) is at most the longer size
+    distance = Op("math.absi", (Op("arith.subi", (Index(1), Index(2)), "i64"),), "i64")
+    near = Op("arith.cmpi", (distance, Const(4, "i64")), "i1", "sle")
+    assert narrow_problem(near, (1, 1024, 1024), {}) is None
+    assert "may reach" in narrow_problem(
+        Op("arith.muli", (distance, distance), "i64"), (1, 65536, 65536), {}
+    )
 
 
 class PrefixLM(torch.nn.Module):
