@@ -1,0 +1,52 @@
+// RUN: fusion-opt %s --split-input-file --verify-diagnostics \
+// RUN:   --pass-pipeline='builtin.module(fusion-kernel-matmul{arch=sm_90})' \
+// RUN:   | FileCheck %s
+
+// A Linear on (B, M, K) activations, as torch-mlir writes it: PyTorch's (N, K) weight
+// transposed, broadcast over the batch, a batch_matmul into f32 and a cast back to f16.
+// The kernel takes the batch's rows as one (B·M, K) matrix, reads the weight in place
+// and writes the f16 result: the transpose, the broadcast and the cast are gone.
+#bcast = affine_map<(d0, d1, d2) -> (d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @linear(%x: tensor<2x64x256xf16>, %w: tensor<512x256xf16>) -> tensor<2x64x512xf16> {
+  %te = tensor.empty() : tensor<256x512xf16>
+  %t = linalg.transpose ins(%w : tensor<512x256xf16>) outs(%te : tensor<256x512xf16>) permutation = [1, 0]
+  %be = tensor.empty() : tensor<2x256x512xf16>
+  %b = linalg.generic {indexing_maps = [#bcast, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t : tensor<256x512xf16>) outs(%be : tensor<2x256x512xf16>) {
+  ^bb0(%in: f16, %out: f16):
+    linalg.yield %in : f16
+  } -> tensor<2x256x512xf16>
+  %zero = arith.constant 0.0 : f32
+  %ae = tensor.empty() : tensor<2x64x512xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%ae : tensor<2x64x512xf32>) -> tensor<2x64x512xf32>
+  // expected-remark @below {{matrix product lowered to a generated sm_90 kernel (f16, M=128, K=256, N=512, tiles 64x64x64, the weight read transposed)}}
+  %p = linalg.batch_matmul ins(%x, %b : tensor<2x64x256xf16>, tensor<2x256x512xf16>) outs(%acc : tensor<2x64x512xf32>) -> tensor<2x64x512xf32>
+  %ce = tensor.empty() : tensor<2x64x512xf16>
+  %c = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%p : tensor<2x64x512xf32>) outs(%ce : tensor<2x64x512xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %r = arith.truncf %in : f32 to f16
+    linalg.yield %r : f16
+  } -> tensor<2x64x512xf16>
+  return %c : tensor<2x64x512xf16>
+}
+// CHECK-LABEL: func.func @linear(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<2x64x256xf16>, %[[W:[a-z0-9]+]]: tensor<512x256xf16>
+// CHECK-NOT: linalg.transpose
+// CHECK: %[[R:.+]]:3 = flow.dispatch @fusion_matmul_0::@matmul(%[[X]], %[[W]]) {fusion.matmul_kernel = "{{.*}}\22m\22: 128, {{.*}}\22w_t\22: true}"} : (tensor<2x64x256xf16>, tensor<512x256xf16>) -> (tensor<2x64x512xf16>, tensor<{{[0-9]+}}xi8>, tensor<1xi8>)
+// CHECK-NOT: linalg.batch_matmul
+// CHECK: return %[[R]]#0
+
+// -----
+
+// K = 100: rows of 200 bytes, which TMA cannot read; left to IREE, with a remark.
+func.func @unaligned(%x: tensor<4x100xf16>, %w: tensor<100x64xf16>) -> tensor<4x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ae = tensor.empty() : tensor<4x64xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%ae : tensor<4x64xf32>) -> tensor<4x64xf32>
+  // expected-remark @below {{matrix product left to IREE: K=100 or N=64 not a multiple of 8 (TMA's 16-byte rows)}}
+  %p = linalg.matmul ins(%x, %w : tensor<4x100xf16>, tensor<100x64xf16>) outs(%acc : tensor<4x64xf32>) -> tensor<4x64xf32>
+  return %p : tensor<4x64xf32>
+}
+// CHECK-LABEL: func.func @unaligned(
+// CHECK: linalg.matmul
+// CHECK-NOT: flow.dispatch
