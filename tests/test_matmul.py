@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 from conftest import kernel_specs, rel_error
+from test_matvec import Projection, RightMatrix
 
 import fusion_compiler as fc
 from fusion_compiler.backends.triton.matmul_kernel import MARKER, MatmulSpec, run_interpreted
@@ -21,28 +22,6 @@ pytestmark = pytest.mark.slow  # compiles for sm_90 and runs kernels under the i
 
 def _specs(fused: fc.CompiledModule) -> list[MatmulSpec]:
     return kernel_specs(fused, MARKER, MatmulSpec)
-
-
-class Projection(torch.nn.Module):
-    """A Linear on a batch of sequences (PyTorch's (N, K) weight)."""
-
-    def __init__(self, k: int, n: int, bias: bool = False):
-        super().__init__()
-        self.linear = torch.nn.Linear(k, n, bias=bias)
-
-    def forward(self, x):
-        return self.linear(x)
-
-
-class RightMatrix(torch.nn.Module):
-    """x @ W with W held (K, N)."""
-
-    def __init__(self, k: int, n: int):
-        super().__init__()
-        self.weight = torch.nn.Parameter(torch.randn(k, n) * 0.05)
-
-    def forward(self, x):
-        return x @ self.weight
 
 
 class GatedMLP(torch.nn.Module):

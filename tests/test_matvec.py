@@ -23,11 +23,11 @@ def _specs(fused: fc.CompiledModule) -> list[MatvecSpec]:
 
 
 class Projection(torch.nn.Module):
-    """A Linear on one token, as a decoding step has them (PyTorch's (N, K) weight)."""
+    """A Linear (PyTorch's (N, K) weight), on one token as a decoding step has them."""
 
-    def __init__(self, k: int, n: int):
+    def __init__(self, k: int, n: int, bias: bool = False):
         super().__init__()
-        self.linear = torch.nn.Linear(k, n, bias=False)
+        self.linear = torch.nn.Linear(k, n, bias=bias)
 
     def forward(self, x):
         return self.linear(x)
