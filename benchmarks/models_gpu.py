@@ -21,7 +21,9 @@ left out), over device time.
 Systems: ours_sm90 (fc.compile, cuda_arch="sm_90": attention as generated kernels, the
 rest by IREE), torch_eager, torch_compile (torch.compile, default mode); with --autotune
 also torch_compile_max_autotune ("max-autotune-no-cudagraphs", minutes of tuning per
-model) and, for decoding, torch_compile_reduce_overhead (CUDA graphs).
+model) and, for decoding, torch_compile_reduce_overhead (CUDA graphs; also alone with
+--reduce-overhead); with --baseline FOLDER, ours_sm90_baseline: the modules of another
+build, timed in the same run.
 """
 
 from __future__ import annotations
@@ -203,6 +205,20 @@ def prepare(folder: Path, args: argparse.Namespace) -> None:
         harness.save_module(folder, f"{name}.ours_sm90", build)
 
 
+def _ours(folder: Path, name: str, weights: dict) -> Callable:
+    """Our module's entry point, or a call that raises why it could not be loaded (the
+    system's record then says so)."""
+    try:
+        return fc.load(folder / f"{name}.ours_sm90.vmfb", device="cuda", weights=weights)["main"]
+    except Exception as exc:  # noqa: BLE001 - not prepared, or does not load: a record
+        reason = f"{type(exc).__name__}: {exc}"
+
+        def fails(*args, reason=reason):
+            raise RuntimeError(reason)
+
+        return fails
+
+
 def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
     records = []
     for name, case in _selected(args).items():
@@ -213,26 +229,16 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
             reference = model.float()(*floats).float()
         model.half()
         weights = model.state_dict()
-        path = folder / f"{name}.ours_sm90.vmfb"
-        systems: dict[str, Callable] = {}
-        try:
-            systems["ours_sm90"] = fc.load(path, device="cuda", weights=weights)["main"]
-        except Exception as exc:  # noqa: BLE001 - not prepared, or does not load: a record
-            reason = f"{type(exc).__name__}: {exc}"
-
-            def fails(*args, reason=reason):
-                raise RuntimeError(reason)
-
-            systems["ours_sm90"] = fails
+        systems: dict[str, Callable] = {"ours_sm90": _ours(folder, name, weights)}
+        if args.baseline:
+            systems["ours_sm90_baseline"] = _ours(args.baseline, name, weights)
         systems.update(torch_eager=model, torch_compile=torch.compile(model))
         if args.autotune:
             systems["torch_compile_max_autotune"] = torch.compile(
                 model, mode="max-autotune-no-cudagraphs"
             )
-            if case.past:
-                systems["torch_compile_reduce_overhead"] = torch.compile(
-                    model, mode="reduce-overhead"
-                )
+        if case.past and (args.autotune or args.reduce_overhead):
+            systems["torch_compile_reduce_overhead"] = torch.compile(model, mode="reduce-overhead")
         parameters = sum(p.numel() for p in model.parameters())
         tokens = case.batch * (197 if model.kind == "pixels" else case.tokens)
         flops = 2 * parameters * tokens
@@ -253,6 +259,17 @@ def _options(parser: argparse.ArgumentParser) -> None:
         "--autotune",
         action="store_true",
         help="also torch.compile max-autotune-no-cudagraphs (and reduce-overhead for decoding)",
+    )
+    parser.add_argument(
+        "--reduce-overhead",
+        action="store_true",
+        help="decoding steps: also torch.compile reduce-overhead (CUDA graphs)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another folder of our modules (an older build), timed in the same run as "
+        "ours_sm90_baseline",
     )
 
 

@@ -24,7 +24,7 @@ from fusion_compiler.errors import (
     UnsupportedOpError,
 )
 from fusion_compiler.ir import ir
-from fusion_compiler.passes import online_softmax
+from fusion_compiler.passes import caller_storage, online_softmax
 from fusion_compiler.pipeline import check_pipeline, join_pipeline, run_pipeline, split_pipeline
 from fusion_compiler.stages import IREE_STAGES, Stage
 from fusion_compiler.targets import VULKAN_TARGET, Target, get_target
@@ -235,6 +235,8 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
             op = session.run_phases(op, previous, phase.iree_phase)
             previous = phase.iree_phase
             dumper.write(phase.value, op)
+            if phase is Stage.STREAM and caller_storage.pin_transient_sizes(op):
+                dumper.write("fusion-caller-storage-sizes", op)
             if phase is Stage.FLOW:
                 result.stats["dispatches"] = _count(op, "flow.dispatch")
             if phase is compile_to:

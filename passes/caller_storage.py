@@ -21,6 +21,15 @@ how large the transient buffer must be. An entry point with inputs or results of
 size (known only once it is called, or once it ran) keeps its form.
 ``signature.STORAGE_KEY`` tells the runtime how many result buffers follow the inputs,
 then one transient buffer.
+
+After IREE's stream phase, ``pin_transient_sizes`` gives the transient buffer the size
+IREE computed for it (a constant) in place of the length the caller's buffer has (a
+value known only when called). With every buffer of the call from its caller and no size
+left to read at run time, IREE records the call's command buffer once, with the buffers
+as slots of a binding table (the kernels' bindings are indirect,
+``backends.dispatch``), and each call submits it with its own buffers: the host no
+longer records every dispatch again. IREE checks that the buffer passed is at least that
+large.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from dataclasses import dataclass
 from fusion_compiler.dialects import hal
 
 from fusion_compiler import remarks, signature
-from fusion_compiler.ir import ir
+from fusion_compiler.ir import dialects, ir
 
 NAME = "fusion-caller-storage"
 
@@ -46,6 +55,16 @@ def _functions(module: ir.Operation) -> dict[str, ir.Operation]:
         for op in module.regions[0].blocks[0].operations
         if op.operation.name == "util.func"
     }
+
+
+def _reflection(func: ir.Operation) -> dict[str, ir.Attribute]:
+    if "iree.reflection" not in func.attributes:
+        return {}
+    return {a.name: a.attr for a in ir.DictAttr(func.attributes["iree.reflection"])}
+
+
+def _has_storage(func: ir.Operation) -> bool:
+    return signature.STORAGE_KEY in _reflection(func)
 
 
 def _owner(value: ir.Value) -> ir.Operation | None:
@@ -136,9 +155,7 @@ def give_storage_sync(func: ir.Operation, callee: str, count: int) -> None:
             old.replace_all_uses_with(value)
         call.erase()
     _set_type(func)
-    reflection = {}
-    if "iree.reflection" in func.attributes:
-        reflection = {a.name: a.attr for a in ir.DictAttr(func.attributes["iree.reflection"])}
+    reflection = _reflection(func)
     reflection[signature.STORAGE_KEY] = ir.StringAttr.get(str(count))
     func.attributes["iree.reflection"] = ir.DictAttr.get(reflection)
 
@@ -148,7 +165,7 @@ def run(module: ir.Operation, options: Options) -> None:
         functions = _functions(module)
         for name, func in functions.items():
             body = functions.get(f"{name}$async")
-            if body is None or signature.STORAGE_KEY in str(func.attributes):
+            if body is None or _has_storage(func):
                 continue
             found = _results(body)
             if isinstance(found, str):
@@ -163,3 +180,48 @@ def run(module: ir.Operation, options: Options) -> None:
                 "and takes its transient memory from the caller"
             )
             remarks.emit(func.location, written)
+
+
+def _transient_lengths(func: ir.Operation) -> list[ir.Operation]:
+    """The ``hal.buffer.length`` ops reading the length of the transient buffer
+    argument (the one before the two fences) of an ``$async`` function."""
+    block = func.regions[0].blocks[0]
+    scratch = block.arguments[len(block.arguments) - 3]
+    lengths = []
+    for use in scratch.uses:
+        view = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+        if view.name != "hal.buffer_view.buffer":
+            continue
+        for inner in view.results[0].uses:
+            op = inner.owner.operation if hasattr(inner.owner, "operation") else inner.owner
+            if op.name == "hal.buffer.length":
+                lengths.append(op)
+    return lengths
+
+
+def pin_transient_sizes(module: ir.Operation) -> list[str]:
+    """After IREE's stream phase: the transient buffer of each entry point with caller
+    storage has the constant size IREE computed for it. Returns the functions changed."""
+    pinned = []
+    key = "iree.abi.transients.size.constant"
+    with module.context:
+        functions = _functions(module)
+        for name, func in functions.items():
+            caller = functions.get(name.removesuffix("$async"))
+            if not name.endswith("$async") or caller is None:
+                continue
+            if not _has_storage(caller):
+                continue
+            size = _reflection(func).get(key)
+            if size is None:
+                continue
+            size = ir.IntegerAttr(size).value
+            lengths = _transient_lengths(func)
+            for length in lengths:
+                with ir.InsertionPoint(length), length.location:
+                    constant = dialects.arith.ConstantOp(ir.IndexType.get(), size).result
+                length.results[0].replace_all_uses_with(constant)
+                length.erase()
+            if lengths:
+                pinned.append(name.removesuffix("$async"))
+    return pinned

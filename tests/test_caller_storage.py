@@ -28,9 +28,12 @@ def test_results_written_into_storage_equal_pytorch() -> None:
     run = fc.load(module)
     assert run.function_names == ["main"]  # not IREE's transient size query
     assert run["main"] is run["main"]  # its signature read once, at the first use
-    q, k, v = (torch.randn(1, 2, 8, 16) for _ in range(3))
-    want = ThreeResults()(q, k, v)
-    for got in (run(q, k, v), run["main"].submit(q, k, v).result()):
+    # each call on fresh inputs: the module's recorded command buffer (IREE keeps it, the
+    # caller's buffers bound per call) must read and write this call's buffers
+    for call in (run, lambda *a: run["main"].submit(*a).result(), run):
+        q, k, v = (torch.randn(1, 2, 8, 16) for _ in range(3))
+        want = ThreeResults()(q, k, v)
+        got = call(q, k, v)
         assert [g.dtype for g in got] == [w.dtype for w in want]
         assert rel_error(got[0], want[0]) < 1e-6
         for g, w in zip(got[1:], want[1:], strict=True):
@@ -63,3 +66,39 @@ def test_generated_kernels_take_their_scratch_memory_from_the_caller() -> None:
     )  # fmt: skip
     assert "hal.device.queue.alloca" not in hal.mlir
     assert "iree.abi.transients.size.constant" in hal.mlir
+
+
+def test_a_call_records_its_command_buffer_once() -> None:
+    """With its buffers all from the caller and the transient memory's size a constant,
+    IREE records the call's command buffer once (at load) and each call submits it with
+    its own buffers: a generated kernel's bindings too, and a weight's."""
+    x = torch.randn(2, 128, 64, dtype=torch.float16)
+    model = Projected().half()
+    vm = fc.compile(model, example_args=(x,), target="cuda", cuda_arch="sm_90", compile_to="vm")
+    assert "memoize_result" in vm.mlir
+    assert "hal.device.queue.execute.indirect" in vm.mlir
+    assert "hal.command_buffer.create" not in _function(vm.mlir, "@main$async(")
+    n = torch.export.Dim("n", min=2, max=256)
+    dynamic = fc.compile(
+        model, example_args=(x,), dynamic_shapes=({1: n},), target="cuda", compile_to="vm"
+    )
+    assert "memoize_result" not in dynamic.mlir
+
+
+class Projected(torch.nn.Module):
+    """A weight, a generated attention kernel and IREE's own dispatches in one call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Linear(64, 192)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(2, -1, 3, 2, 32).permute(2, 0, 3, 1, 4)
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return torch.relu(o.transpose(1, 2).reshape(2, -1, 64)) + x
+
+
+def _function(vm: str, header: str) -> str:
+    start = vm.index(header)
+    end = vm.find("vm.func", start + 1)
+    return vm[start:end]
