@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 from conftest import rel_error
+from test_spirv_attention import needs_glslang, needs_vulkan
 
 import fusion_compiler as fc
 
@@ -83,6 +84,24 @@ def test_a_call_records_its_command_buffer_once() -> None:
         model, example_args=(x,), dynamic_shapes=({1: n},), target="cuda", compile_to="vm"
     )
     assert "memoize_result" not in dynamic.mlir
+
+
+@needs_glslang
+@needs_vulkan
+def test_a_vulkan_call_replays_its_command_buffer_with_each_calls_buffers() -> None:
+    """Vulkan: IREE allocates results and transient memory per call; the generated
+    shader's bindings are slots too, so the command buffer is recorded once and each
+    call (and each call queued behind another) reads and writes its own buffers."""
+    model = Projected().eval()
+    x = torch.randn(2, 128, 64)
+    kwargs = dict(target="vulkan", vulkan_target="vp_android_baseline_2022")
+    vm = fc.compile(model, example_args=(x,), compile_to="vm", **kwargs)
+    assert "memoize_result" in vm.mlir
+    run = fc.load(fc.compile(model, example_args=(x,), **kwargs), device="vulkan")
+    inputs = [torch.randn(2, 128, 64) for _ in range(3)]
+    assert all(rel_error(run(x), model(x)) < 1e-5 for x in inputs)
+    queued = [run["main"].submit(x) for x in inputs]
+    assert all(rel_error(p.result(), model(x)) < 1e-5 for p, x in zip(queued, inputs, strict=True))
 
 
 class Projected(torch.nn.Module):

@@ -21,22 +21,14 @@ _EXECUTABLE_TARGETS = {
     "cuda": '#hal.executable.target<"cuda", "cuda-nvptx-fb">',
     "vulkan": '#hal.executable.target<"vulkan-spirv", "vulkan-spirv-fb">',
 }
-# Read-only and writable bindings of a kernel's layout. On CUDA every binding may be
-# indirect: a command buffer that runs more than once (one whose buffers all come from
-# the caller, fusion-caller-storage) then names them by slot in a binding table, so
-# IREE records it once and replays it with each call's buffers. Without the flag IREE
-# records the buffer itself, and the whole command buffer afresh each call. A binding
-# of a constant (a weight) stays direct either way.
-_BINDINGS = {
-    "cuda": (
-        '#hal.pipeline.binding<storage_buffer, "ReadOnly|Indirect">',
-        "#hal.pipeline.binding<storage_buffer, Indirect>",
-    ),
-    "vulkan": (
-        "#hal.pipeline.binding<storage_buffer, ReadOnly>",
-        "#hal.pipeline.binding<storage_buffer>",
-    ),
-}
+# Read-only and writable bindings of a kernel's layout: each may be indirect. A command
+# buffer that runs more than once (its buffers the call's inputs, results and transient
+# memory) then names them by slot in a binding table, so IREE records it once and
+# replays it with each call's buffers. Without the flag IREE records the buffer itself,
+# and the whole command buffer afresh each call. A binding of a constant (a weight) stays
+# direct either way.
+_READ_ONLY = '#hal.pipeline.binding<storage_buffer, "ReadOnly|Indirect">'
+_WRITABLE = "#hal.pipeline.binding<storage_buffer, Indirect>"
 # On each kernel dispatch: the kernel's spec as JSON, readable in the IR dumps (and how
 # fused attentions are still counted and tests rebuild the kernel).
 MARKER = "fusion.attention_kernel"
@@ -73,8 +65,7 @@ def add_executable(
     ``dynamic_rows`` its x is the row blocks of that height in n_q, the dispatch's
     workload. IREE's hal attributes have no builders here: they are parsed."""
     index = ir.IndexType.get()
-    readonly, writable = _BINDINGS[kernel.target]
-    bindings = ", ".join([readonly] * n_inputs + [writable] * (1 + kernel.hidden_pointers))
+    bindings = ", ".join([_READ_ONLY] * n_inputs + [_WRITABLE] * (1 + kernel.hidden_pointers))
     suffix = "cubin" if kernel.target == "cuda" else "spv"
     obj = (
         f'#hal.executable.object<{{path = "{symbol}.{suffix}", '
