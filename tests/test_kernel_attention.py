@@ -347,6 +347,59 @@ def test_kernel_reads_and_writes_the_model_layout(causal: bool) -> None:
     assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
 
 
+class FusedQKV(torch.nn.Module):
+    """GPT-2's attention: Q, K and V split off one (B, N, 3·H·D) projection."""
+
+    def __init__(self, heads: int, causal: bool) -> None:
+        super().__init__()
+        self.heads, self.causal = heads, causal
+
+    def forward(self, qkv):
+        b, n, width = qkv.shape
+        q, k, v = (
+            x.view(b, n, self.heads, -1).transpose(1, 2) for x in qkv.split(width // 3, dim=-1)
+        )
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        return y.transpose(1, 2).reshape(b, n, width // 3)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_slices_of_a_fused_projection_are_read_where_they_are(causal: bool) -> None:
+    """Q, K and V cut from one tensor: the kernel reads each from its start in that
+    tensor, with its rows 3·H·D apart; IREE copies no slice (one dispatch in all)."""
+    torch.manual_seed(0)
+    b, n, h, d = 2, 96, 4, 32
+    model = FusedQKV(h, causal).eval()
+    qkv = torch.randn(b, n, 3 * h * d).to(F16)
+    flow = fc.compile(
+        model, example_args=(qkv,), target="cuda", cuda_arch="sm_90", compile_to="flow"
+    )
+    assert flow.stats["dispatches"] == 1
+    spec = _compile_spec(model, (qkv,))
+    assert spec.offsets == (0, h * d, 2 * h * d)
+    rows = 3 * h * d  # a token's Q, K and V
+    assert spec.views[:3] == ((n * rows, d, h, rows, 1),) * 3
+    got = run_interpreted(spec, qkv, qkv, qkv)
+    with torch.no_grad():
+        want = model(qkv.double())
+    assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
+
+
+def test_slices_of_a_fused_projection_read_through_tma_descriptors() -> None:
+    """Over more than 2048 keys K and V are read through descriptors that start at their
+    slices (16-byte aligned starts)."""
+    torch.manual_seed(0)
+    b, n, h, d = 1, 2112, 2, 32
+    model = FusedQKV(h, causal=True).eval()
+    qkv = torch.randn(b, n, 3 * h * d).to(F16)
+    spec = dataclasses.replace(_compile_spec(model, (qkv,)), persistent=3, splits=1)
+    assert spec.tma_kv and spec.offsets == (0, h * d, 2 * h * d)
+    got = run_interpreted(spec, qkv, qkv, qkv)
+    with torch.no_grad():
+        want = model(qkv.double())
+    assert rel_error(got.reshape(want.shape), want) < BOUND[F16]
+
+
 def test_heads_in_sequence_layout_keeps_the_template_kernel() -> None:
     """(B, N, H, D) operands are not contiguous per head: the template reads them in place."""
     b, n, h, d = 1, 2048, 16, 128

@@ -119,9 +119,54 @@ def _shape(value: ir.Value) -> list[int]:
     return list(ir.RankedTensorType(value.type).shape)
 
 
-def _strides4(x: ir.Value, symbols: Symbols) -> tuple[ir.Value, list[Stride]]:
-    """A 4-D tensor as (the tensor holding its data, the strides of its dims there):
-    a transposed copy is read from its source."""
+def _slice_strides(x: ir.Value) -> tuple[ir.Value, list[int], int] | None:
+    """(source, the strides of ``x``'s dims in it, where ``x`` starts in it) when ``x`` is
+    a static unit-stride ``tensor.extract_slice`` of a static tensor, or an
+    ``expand_shape`` of one: a fused QKV projection's Q, K or V, split off its output."""
+    op = linalg.producer(x)
+    expand = None
+    if op is not None and op.name == "tensor.expand_shape":
+        expand, op = op, linalg.producer(op.operands[0])
+    if op is None or op.name != "tensor.extract_slice" or len(op.operands) != 1:
+        return None  # not a slice, or one of dynamic offsets or sizes
+    source = op.operands[0]
+    sizes = list(ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
+    offsets = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
+    steps = list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
+    shape = _shape(source)
+    if any(ir.ShapedType.is_dynamic_size(n) for n in shape) or steps != [1] * len(shape):
+        return None
+    if _shape(op.results[0]) != sizes:  # a rank-reducing slice
+        return None
+    source_strides = [int(s) for s in contiguous_strides(list(shape))]
+    start = sum(o * s for o, s in zip(offsets, source_strides, strict=True))
+    if expand is None:
+        return source, source_strides, start
+    out = _shape(expand.results[0])
+    if any(ir.ShapedType.is_dynamic_size(n) for n in out):
+        return None
+    strides = [0] * len(out)
+    for dim, group in enumerate(linalg.reassociation(expand)):
+        stride = source_strides[dim]  # a dim split in several: the last keeps its stride
+        for d in reversed(group):
+            strides[d] = stride
+            stride *= out[d]
+    return source, strides, start
+
+
+def _in_place(x: ir.Value, symbols: Symbols, slices: bool) -> tuple[ir.Value, list[Stride], int]:
+    """(the tensor holding ``x``'s data, the strides of ``x``'s dims there, where ``x``
+    starts there): with ``slices``, a slice is read in its source."""
+    found = _slice_strides(x) if slices else None
+    if found is not None:
+        return found
+    return x, contiguous_strides(_sizes(x, symbols)), 0
+
+
+def _strides4(x: ir.Value, symbols: Symbols, slices: bool) -> tuple[ir.Value, list[Stride], int]:
+    """A 4-D tensor as (the tensor holding its data, the strides of its dims there, where
+    it starts there): a transposed copy is read from its source, and with ``slices`` a
+    slice from the tensor it was cut from."""
     op = linalg.producer(x)
     if op is not None and op.name == "linalg.transpose":
         perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
@@ -129,23 +174,27 @@ def _strides4(x: ir.Value, symbols: Symbols) -> tuple[ir.Value, list[Stride]]:
         source_symbols: Symbols = [None] * len(perm)
         for i, p in enumerate(perm):
             source_symbols[p] = symbols[i]
-        strides = contiguous_strides(_sizes(source, source_symbols))
-        return source, [strides[perm[i]] for i in range(len(perm))]
-    return x, contiguous_strides(_sizes(x, symbols))
+        base, strides, start = _in_place(source, source_symbols, slices)
+        return base, [strides[perm[i]] for i in range(len(perm))], start
+    return _in_place(x, symbols, slices)
 
 
-def strided_view(value: ir.Value, symbols: Symbols, group: int = 1) -> tuple[ir.Value, View]:
-    """(base, view): ``value`` (batch, dim1, dim2) read in place from ``base``.
+def strided_view(
+    value: ir.Value, symbols: Symbols, group: int = 1, slices: bool = False
+) -> tuple[ir.Value, View, int]:
+    """(base, view, start): ``value`` (batch, dim1, dim2) read in place from ``base``,
+    from element ``start`` on.
 
     Looks through the head merge ``collapse_shape`` (B, H, ...) -> (B·H, ...), a head or
-    K transpose under it, and a GQA group broadcast (``group`` > 1), so those copies are
+    K transpose under it, a GQA group broadcast (``group`` > 1) and, with ``slices``, a
+    slice of a larger tensor (a fused QKV projection's output), so those copies are
     never made. ``symbols`` names dim1 and dim2 when they are sequence lengths.
     """
     four = [None, None, *symbols]
     if group > 1:
         source, _ = group_broadcast(value)
-        base, st = _strides4(source, four)
-        return base, (st[0], st[1], _shape(source)[1], st[2], st[3])
+        base, st, start = _strides4(source, four, slices)
+        return base, (st[0], st[1], _shape(source)[1], st[2], st[3]), start
     op = linalg.producer(value)
     if (
         op is not None
@@ -153,10 +202,10 @@ def strided_view(value: ir.Value, symbols: Symbols, group: int = 1) -> tuple[ir.
         and linalg.reassociation(op) == [[0, 1], [2], [3]]
     ):
         x = op.operands[0]
-        base, st = _strides4(x, four)
-        return base, (st[0], st[1], _shape(x)[1], st[2], st[3])
+        base, st, start = _strides4(x, four, slices)
+        return base, (st[0], st[1], _shape(x)[1], st[2], st[3]), start
     _, rows, cols = _sizes(value, [None, *symbols])
-    return value, contiguous(rows, cols)
+    return value, contiguous(rows, cols), 0
 
 
 @dataclass(frozen=True)
@@ -204,26 +253,30 @@ def kv_group(op: ir.Operation, form: Layout) -> int:
     return k[1]
 
 
-def operand_views(op: ir.Operation, form: Layout, group: int, mask: str | MaskCode | None):
-    """The dispatch's input tensors (Q, K, V, then the mask's) and the kernel's views of
-    Q, K, V and a read mask. ``mask``: "read" (the materialised mask), the code computing
-    it in the kernel, or None."""
+def operand_views(
+    op: ir.Operation, form: Layout, group: int, mask: str | MaskCode | None, slices: bool = False
+):
+    """The dispatch's input tensors (Q, K, V, then the mask's), the kernel's views of Q,
+    K, V and a read mask, and where Q, K and V start in their tensors. ``mask``: "read"
+    (the materialised mask), the code computing it in the kernel, or None. ``slices``:
+    Q, K and V that are slices of one tensor are read there (the kernel takes starts)."""
     q, k, v = list(op.operands)[:3]
-    q_base, q_view = strided_view(q, ["n_q", None])
+    q_base, q_view, q_start = strided_view(q, ["n_q", None], slices=slices)
     if form.k_transposed:  # (batch, D, N_K): the kernel's view is (batch, key, dim)
-        k_base, (sb, sh, h, s1, s2) = strided_view(k, [None, "n_k"], group)
+        k_base, (sb, sh, h, s1, s2), k_start = strided_view(k, [None, "n_k"], group, slices)
         k_view = (sb, sh, h, s2, s1)
     else:
-        k_base, k_view = strided_view(k, ["n_k", None], group)
-    v_base, v_view = strided_view(v, ["n_k", None], group)
+        k_base, k_view, k_start = strided_view(k, ["n_k", None], group, slices)
+    v_base, v_view, v_start = strided_view(v, ["n_k", None], group, slices)
     if mask == "read":
-        m_base, m_view = strided_view(op.operands[4], ["n_q", "n_k"])
+        m_base, m_view, _ = strided_view(op.operands[4], ["n_q", "n_k"])
         mask_inputs = [m_base]
     elif isinstance(mask, MaskCode):
         m_view, mask_inputs = q_view, list(mask.inputs)
     else:
         m_view, mask_inputs = q_view, [q_base]  # bound, never read
-    return [q_base, k_base, v_base, *mask_inputs], [q_view, k_view, v_view, m_view]
+    inputs = [q_base, k_base, v_base, *mask_inputs]
+    return inputs, [q_view, k_view, v_view, m_view], (q_start, k_start, v_start)
 
 
 def _mask_plan(
@@ -315,7 +368,7 @@ def plan_kernel(
     if mask == "read" and mask_dtype is None:
         return "mask element type is not f16, bf16 or f32"
     try:
-        inputs, views = operand_views(op, form, group, mask)
+        inputs, views, starts = operand_views(op, form, group, mask, slices=target == "cuda")
         plan = output_plan(op)
     except ValueError as why:  # a dynamic size the views cannot express
         return str(why)
@@ -335,6 +388,7 @@ def plan_kernel(
         kv_group=group,
         mask_swamps=linalg_ext.swamping_fill(op.operands[4]) if mask is not None else None,
         mask_replaces=mask is not None and linalg_ext.mask_replaces(op),
+        offsets=starts,
     )
     computed = dict(
         mask_expr=mask.expr if isinstance(mask, MaskCode) else None,

@@ -78,9 +78,13 @@ class Problem:
     # keys < row + window_start are masked too (a sliding window; ``causal.Band``'s lower
     # bound); the kernels that take one skip the key blocks before it; None: no such bound
     window_start: int | None = None
+    # where Q, K and V start in the tensors they are read from, in elements: slices of
+    # one tensor (a fused QKV projection split in three) read in place, not copied
+    offsets: tuple[int, int, int] = (0, 0, 0)
 
     def __post_init__(self) -> None:  # views read back from JSON are lists
         object.__setattr__(self, "views", tuple(tuple(v) for v in self.views))
+        object.__setattr__(self, "offsets", tuple(self.offsets))
 
     @property
     def dynamic(self) -> bool:

@@ -63,10 +63,10 @@ def _descriptor_expression(name: str, view: View, batch: int, rows: int, cols: i
     )
 
 
-def _offsets_expression(view: View) -> str:
+def _offsets_expression(view: View, start: int = 0) -> str:
     sb, sh, h, sr, sc = view
     batch = f"batch * ({sb})" if h == 1 else f"(batch // {h}) * ({sb}) + (batch % {h}) * ({sh})"
-    return f"{batch} + rows * ({sr}) + cols * ({sc})"
+    return f"{f'{start} + ' if start else ''}{batch} + rows * ({sr}) + cols * ({sc})"
 
 
 def source_of(spec: TritonSpec) -> str:
@@ -89,12 +89,17 @@ def source_of(spec: TritonSpec) -> str:
     if spec.mask_expr is not None:
         fields["mask_inputs"] = " ".join(f"L{i}," for i in range(len(spec.mask_inputs)))
         fields["bias"] = spec.mask_expr
-    for name, view in zip("qkvmo", spec.views, strict=True):
-        fields[f"{name}_view"] = _offsets_expression(view)
+    starts = (*spec.offsets, 0, 0)  # the mask and the output start where they are
+    for name, view, start in zip("qkvmo", spec.views, starts, strict=True):
+        fields[f"{name}_view"] = _offsets_expression(view, start)
     if spec.tma_kv:
         batch = spec.batch // spec.kv_group
-        for name, view, cols in (("K", spec.views[1], spec.d), ("V", spec.views[2], spec.dv)):
-            made = _descriptor_expression(name, view, batch, spec.n_k, cols)
+        for name, view, cols, start in (
+            ("K", spec.views[1], spec.d, spec.offsets[1]),
+            ("V", spec.views[2], spec.dv, spec.offsets[2]),
+        ):
+            base = f"({name} + {start})" if start else name
+            made = _descriptor_expression(base, view, batch, spec.n_k, cols)
             fields[f"{name.lower()}_descriptor"] = made
             h = view[2]
             tile = f"{name}.load([batch // {h}, batch % {h}, start_n, 0]).reshape(BLOCK_N, D_PAD)"

@@ -96,6 +96,7 @@ class TritonSpec(Problem):
             and padded(self.dv) <= 128
             and describable(self.views[1], self.d)
             and describable(self.views[2], self.dv)
+            and all(o % 8 == 0 for o in self.offsets[1:])  # 16-byte aligned starts
         )
 
     @property
@@ -125,6 +126,7 @@ class TritonSpec(Problem):
             and self.splits == 1
             and not self.pack_gqa
             and all(packed(self.views[i], self.n_q, self.d) for i in (0, 1, 2, 4))
+            and self.offsets == (0, 0, 0)
         )
 
     def ws_constants(self) -> dict[str, object]:

@@ -93,6 +93,8 @@ def unsupported(spec: VulkanSpec, sizes: list[list[int]]) -> str | None:
         return f"a {spec.mask_dtype} mask (the Vulkan kernel takes f16, bf16 and f32)"
     if any(isinstance(s, str) and not _LENGTHS.fullmatch(s) for v in spec.views for s in v):
         return "a dynamic stride other than a product of sequence lengths"
+    if any(spec.offsets):
+        return "operands starting inside their tensors (slices read in place)"
     if max(spec.d, spec.dv) > 256:
         return f"head dim {max(spec.d, spec.dv)} above 256"
     for shape in sizes:
