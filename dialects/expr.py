@@ -13,6 +13,7 @@ The causality proof reads the tree; each backend prints it (Triton, GLSL).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -92,7 +93,7 @@ CMPF = (
     "ueq", "ugt", "uge", "ult", "ule", "une", "uno", "true",
 )  # fmt: skip
 UNARY = ("arith.negf", "math.absf", "math.absi", "math.exp", "math.exp2", "math.log", "math.log2",
-         "math.sqrt", "math.tanh", "math.floor", "math.ceil")  # fmt: skip
+         "math.sqrt", "math.tanh", "math.floor", "math.ceil", "math.erf")  # fmt: skip
 BINARY = (
     "arith.addf", "arith.subf", "arith.mulf", "arith.divf",
     "arith.addi", "arith.subi", "arith.muli",
@@ -107,7 +108,8 @@ CASTS = (
 )  # fmt: skip
 # what a payload may hold; the coordinates of reshapes also divide and take remainders
 # (``arith.divui``, ``arith.remui``) of indices, which are never negative
-OPS = frozenset((*UNARY, *BINARY, *CASTS, "arith.cmpi", "arith.cmpf", "arith.select"))
+# ``math.fpowi``: a float to an integer power (GPT-2's GELU cubes its input)
+OPS = frozenset((*UNARY, *BINARY, *CASTS, "arith.cmpi", "arith.cmpf", "arith.select", "math.fpowi"))
 
 
 # Half the lowest finite value of each float type: a fill this low swamps any score it is
@@ -138,10 +140,16 @@ def _shape(value: ir.Value) -> tuple[int, ...]:
 
 
 class _Builder:
-    def __init__(self, max_depth: int = 24, opaque: bool = False):
+    def __init__(
+        self,
+        max_depth: int = 24,
+        opaque: bool = False,
+        within: Sequence[ir.Operation] | None = None,
+    ):
         self.inputs: list[ir.Value] = []
         self.max_depth = max_depth
         self.opaque = opaque  # what cannot be followed becomes a Load, not an error
+        self.within = within  # if given, only these producers are followed
 
     def tensor(self, value: ir.Value, coords: Sequence[Expr], depth: int = 0) -> Expr:
         if not self.opaque:
@@ -160,6 +168,8 @@ class _Builder:
         op = linalg.producer(value)
         if op is None or op.name == "arith.constant":
             return self.load(value, coords)
+        if self.within is not None and not any(op == o for o in self.within):
+            return self.load(value, coords)
         if op.name == "linalg.fill":
             scalar = linalg.constant_value(op.operands[0])
             if scalar is None:
@@ -176,6 +186,10 @@ class _Builder:
         return self.load(value, coords)
 
     def load(self, value: ir.Value, coords: Sequence[Expr]) -> Load:
+        if self.within is not None:  # an epilogue: one input per tensor, however often read
+            slot = next((i for i, v in enumerate(self.inputs) if v == value), None)
+            if slot is not None:
+                return Load(slot, tuple(coords), _element(value), _shape(value))
         self.inputs.append(value)
         return Load(len(self.inputs) - 1, tuple(coords), _element(value), _shape(value))
 
@@ -381,6 +395,31 @@ def of_tensor(value: ir.Value, max_depth: int = 24, opaque: bool = False) -> Tre
     return _used(builder.tensor(value, coords), builder.inputs)
 
 
+def of_chain(value: ir.Value, ops: Sequence[ir.Operation]) -> Tree:
+    """What ``value`` holds at ``Index(0..rank-1)``, following only the producers in
+    ``ops`` (elementwise ops and reshapes after a matrix product, its epilogue): every
+    other tensor is a ``Load`` leaf. Unsupported names what cannot be followed."""
+    builder = _Builder(within=ops)
+    coords = [Const(0, "index") if n == 1 else Index(d) for d, n in enumerate(_shape(value))]
+    return _used(builder.tensor(value, coords), builder.inputs)
+
+
+def replace_input(tree: Tree, value: ir.Value, by: Expr) -> Tree:
+    """``tree`` with every read of ``value`` replaced by ``by`` (the product an epilogue
+    is computed from, which the kernel holds), the other leaves renumbered."""
+
+    def replace(e: Expr) -> Expr:
+        if isinstance(e, Load):
+            if tree.inputs[e.slot] == value:
+                return by
+            return Load(e.slot, tuple(replace(c) for c in e.coords), e.type, e.shape)
+        if isinstance(e, Op):
+            return Op(e.name, tuple(replace(o) for o in e.operands), e.type, e.predicate)
+        return e
+
+    return _used(replace(tree.expr), tree.inputs)
+
+
 def _used(tree: Expr, inputs: list[ir.Value]) -> Tree:
     """The tree with its Load slots renumbered to the tensors it still reads (folding a
     select of a constant condition drops a branch and its reads)."""
@@ -577,9 +616,12 @@ def _apply(op: Op, args: list[np.ndarray]) -> np.ndarray:
                 "math.tanh": np.tanh,
                 "math.floor": np.floor,  # integer floor division, as torch-mlir writes it
                 "math.ceil": np.ceil,
+                "math.erf": np.vectorize(math.erf, otypes=[np.float64]),
             }[name]
             return as_type(unary(a), out)
         b = args[1]
+        if name == "math.fpowi":
+            return as_type(np.power(np.asarray(a, np.float64), b), out)
         if "max" in name or "min" in name:
             return _max_min(name.split(".")[1], a, b, out)
         if name in ("arith.divui", "arith.remui"):

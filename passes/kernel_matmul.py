@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fusion_compiler.dialects import linalg
+from fusion_compiler.dialects import expr, linalg
 from fusion_compiler.dialects.builders import dims, erase_dead
 from fusion_compiler.passes.kernel_matvec import is_broadcast_of_matrix, weight_view
 
 from fusion_compiler import remarks
 from fusion_compiler.backends import dispatch
 from fusion_compiler.backends.plan import output_cast
+from fusion_compiler.backends.triton import mask as kernel_mask
 from fusion_compiler.backends.triton.matmul_kernel import (
     MARKER,
     MatmulSpec,
@@ -34,6 +35,7 @@ from fusion_compiler.ir import ir
 
 NAME = "fusion-kernel-matmul"
 _ELEMENTS = ("f16", "bf16")
+_FLOATS = ("f16", "bf16", "f32")  # what an epilogue's inputs may hold
 
 
 @dataclass(frozen=True)
@@ -102,15 +104,120 @@ def run(module: ir.Operation, options: Options) -> None:
             _lower(module, op, options, f"fusion_matmul_{n}")
 
 
+def _op(owner) -> ir.Operation:
+    return owner.operation if hasattr(owner, "operation") else owner
+
+
+def _follows_elementwise(op: ir.Operation, within: list[ir.Value]) -> bool:
+    """Whether ``op`` computes each element of its result from the same element of every
+    operand in ``within`` (the product and what the epilogue computed from it): an
+    all-parallel generic reading those at identity maps, writing one result it does not
+    read, or a static reshape."""
+    if op.name in ("tensor.expand_shape", "tensor.collapse_shape"):
+        return ir.RankedTensorType(op.results[0].type).has_static_shape
+    if op.name != "linalg.generic" or len(op.results) != 1 or linalg.reduction_dims(op):
+        return False
+    maps = linalg.indexing_maps(op)
+    identity = ir.AffineMap.get_identity(ir.RankedTensorType(op.results[0].type).rank)
+    n_inputs = linalg.num_inputs(op)
+    reads = [i for i, v in enumerate(op.operands) if any(v == w for w in within)]
+    return maps[-1] == identity and all(i < n_inputs and maps[i] == identity for i in reads)
+
+
+def _region(product: ir.Value) -> list[ir.Operation]:
+    """The elementwise ops and reshapes computed from ``product`` (transitively), in
+    program order: what an epilogue may take."""
+    found: list[ir.Operation] = []
+    values, pending = [product], [product]
+    while pending:
+        for use in list(pending.pop().uses):
+            user = _op(use.owner)
+            if any(user == f for f in found) or not _follows_elementwise(user, values):
+                continue
+            found.append(user)
+            values.append(user.results[0])
+            pending.append(user.results[0])
+    if not found:
+        return []
+    block = found[0].block  # elementwise ops on tensors: one block, in program order
+    return [o.operation for o in block.operations if any(o.operation == f for f in found)]
+
+
+def _feeding(sink: ir.Operation, region: list[ir.Operation]) -> list[ir.Operation]:
+    """The ops of ``region`` that ``sink``'s result is computed from, ``sink`` included,
+    in program order."""
+    needed = [sink]
+    stack = [sink]
+    while stack:
+        for value in stack.pop().operands:
+            producer = linalg.producer(value)
+            inside = producer is not None and any(producer == r for r in region)
+            if inside and not any(producer == n for n in needed):
+                needed.append(producer)
+                stack.append(producer)
+    return [r for r in region if any(r == n for n in needed)]
+
+
+def _closed(ops: list[ir.Operation], product: ir.Value) -> bool:
+    """Whether nothing but the last op's result leaves ``ops``: the product and every
+    other result they compute are read by ``ops`` alone."""
+    values = [product, *(o.results[0] for o in ops[:-1])]
+    return all(any(_op(u.owner) == o for o in ops) for v in values for u in v.uses)
+
+
+def _coordinates(shape: list[int], n: int) -> list[str]:
+    """Each coordinate of an output of ``shape`` (the product's M x N elements in the same
+    order) at the tile's elements: from ``rows`` and ``cols``, the tile's (M, N) indices."""
+    linear = f"(rows[:, None].to(tl.int64) * {n} + cols[None, :])"
+    coords, stride = [], 1
+    for size in reversed(shape):
+        coords.append(f"({linear} // {stride} % {size})")
+        stride *= size
+    return coords[::-1]
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    ops: list[ir.Operation]  # the chain computed in the kernel, the last's result replaced
+    code: str
+    inputs: list[ir.Value]
+
+
+def _epilogue(product: ir.Value, n: int) -> Epilogue | None:
+    """The most of what is computed elementwise from ``product`` that the kernel can
+    compute before its store: the ops feeding one result (the last of them) whose other
+    results, and the product, nothing else reads, printable, over inputs of float types."""
+    region = _region(product)
+    for sink in reversed(region):
+        if sink.name != "linalg.generic":
+            continue
+        ops = _feeding(sink, region)
+        if not _closed(ops, product):
+            continue
+        result = sink.results[0]
+        try:
+            tree = expr.of_chain(result, ops)
+            tree = expr.replace_input(tree, product, expr.Arg(_element(product)))
+            if any(_element(v) not in _FLOATS for v in tree.inputs):
+                continue
+            code = kernel_mask.expression(tree.expr, _coordinates(_shape(result), n))
+        except expr.Unsupported:
+            continue
+        return Epilogue(ops, code, tree.inputs)
+    return None
+
+
 def _lower(module: ir.Operation, op: ir.Operation, options: Options, symbol: str) -> None:
-    """``op`` [-> cast] -> flow.dispatch of the matmul kernel."""
+    """``op`` [-> cast] [-> its epilogue] -> flow.dispatch of the matmul kernel."""
     a, b = op.operands[0], op.operands[1]
     base, sk, _ = weight_view(b)
     k, n = _shape(b)[-2:]
     shape = _shape(a)
     m = shape[0] * shape[1] if len(shape) == 3 else shape[0]
     cast = output_cast(op)
-    replaced = cast or op
+    product = cast or op
+    epilogue = _epilogue(product.results[0], n)
+    replaced = epilogue.ops[-1] if epilogue else product
     spec = MatmulSpec(
         dtype=_element(a),
         out_dtype=_element(replaced.results[0]),
@@ -120,16 +227,25 @@ def _lower(module: ir.Operation, op: ir.Operation, options: Options, symbol: str
         w_t=sk == 1,
         **tiles(m, n),
         arch=int(options.arch.removeprefix("sm_").rstrip("a")),
+        epilogue=epilogue.code if epilogue else None,
+        epilogue_inputs=tuple(_element(v) for v in epilogue.inputs) if epilogue else (),
+        product_dtype=_element(product.results[0]) if epilogue else None,
     )
     kernel = compile_matmul(spec)
-    inputs, tagged = [a, base], (MARKER, spec.to_json())
+    inputs, tagged = [a, base, *(epilogue.inputs if epilogue else [])], (MARKER, spec.to_json())
     dispatch.replace_by_kernel(
         module, replaced, op.location, symbol, kernel, inputs, spec.grid, tagged
     )
+    fused = ""
+    if epilogue:
+        count = sum(o.name == "linalg.generic" for o in epilogue.ops)
+        fused = f"; the {count} elementwise op(s) after it computed before its store"
+        fused += f" (reading {len(epilogue.inputs)} more tensor(s))" if epilogue.inputs else ""
     remarks.emit(
         op.location,
         f"matrix product lowered to a generated {options.arch} kernel "
         f"({spec.dtype}, M={m}, K={k}, N={n}, tiles {spec.block_m}x{spec.block_n}x{spec.block_k}"
-        f"{', the weight read transposed' if spec.w_t else ''})",
+        f"{', the weight read transposed' if spec.w_t else ''}){fused}",
     )
-    erase_dead([replaced, op] if replaced != op else [op])
+    dead = [*reversed(epilogue.ops)] if epilogue else []
+    erase_dead([*dead, product, op] if product != op else [*dead, op])

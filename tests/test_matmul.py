@@ -67,16 +67,78 @@ def test_right_matrix_and_several_row_blocks() -> None:
     assert rel_error(got, want) < 3e-3
 
 
-def test_gated_mlp_takes_three_kernels_and_the_bias_stays_after() -> None:
+def test_gated_mlp_in_three_kernels_with_silu_up_and_the_residual_in_epilogues() -> None:
+    """Llama's MLP: up's product; gate's with SiLU(gate) · up computed before its store
+    (reading up's result); down's with the residual added before its store."""
+    torch.manual_seed(0)
     mlp = GatedMLP(64, 128).half().eval()
-    fused = _compile(mlp, torch.randn(2, 40, 64).half())
-    assert [(s.m, s.k, s.n) for s in _specs(fused)] == [(80, 64, 128)] * 2 + [(80, 128, 64)]
-    said = [str(r) for r in fused.remarks if "matrix product lowered" in str(r)]
-    assert len(said) == 3, fused.remarks
-    # a Linear with bias: the product is the kernel's, the bias added after it
-    biased = Projection(64, 32, bias=True).half().eval()
-    (spec,) = _specs(_compile(biased, torch.randn(5, 64).half()))
-    assert (spec.m, spec.n) == (5, 32)
+    x = torch.randn(2, 40, 64).half()
+    fused = _compile(mlp, x)
+    up, gate, down = sorted(_specs(fused), key=lambda s: (s.epilogue is not None, s.k))
+    assert [(s.m, s.k, s.n) for s in (up, gate, down)] == [(80, 64, 128)] * 2 + [(80, 128, 64)]
+    assert up.epilogue is None and gate.epilogue_inputs == down.epilogue_inputs == ("f16",)
+    said = [str(r) for r in fused.remarks if "computed before its store" in str(r)]
+    assert len(said) == 2, fused.remarks
+    rows = x.reshape(80, 64)
+    weights = {name: getattr(mlp, name).weight.detach() for name in ("gate", "up", "down")}
+    hidden = run_interpreted(gate, rows, weights["gate"], run_interpreted(up, rows, weights["up"]))
+    got = run_interpreted(down, hidden, weights["down"], x)
+    with torch.no_grad():
+        want = mlp.double()(x.double()).reshape(80, 64)
+    assert rel_error(got, want) < 3e-3
+
+
+class Residual(torch.nn.Module):
+    """x + act(x W^T + b): GPT-2's and BERT's projections with what follows them."""
+
+    def __init__(self, d: int, act: str = "none"):
+        super().__init__()
+        self.linear = torch.nn.Linear(d, d)
+        self.act = act
+
+    def forward(self, x):
+        y = self.linear(x)
+        if self.act == "new_gelu":  # GPT-2's, written out
+            y = 0.5 * y * (1 + torch.tanh(0.7978845608 * (y + 0.044715 * torch.pow(y, 3.0))))
+        elif self.act in ("gelu", "tanh"):  # BERT's and ViT's; the tanh approximation
+            y = torch.nn.functional.gelu(y, approximate="none" if self.act == "gelu" else "tanh")
+        return x + y
+
+
+@pytest.mark.parametrize(
+    ("dtype", "act"),
+    [
+        (torch.float16, "none"),
+        (torch.bfloat16, "none"),
+        (torch.float16, "new_gelu"),
+        (torch.float16, "gelu"),
+        (torch.bfloat16, "tanh"),
+    ],
+)
+def test_bias_activation_and_residual_computed_before_the_store(dtype, act) -> None:
+    """The elementwise ops after a product (bias, an activation, the residual add, through
+    the reshape back to (B, N, D)) are the kernel's: one dispatch in all."""
+    torch.manual_seed(0)
+    model = Residual(96, act).to(dtype).eval()
+    x = torch.randn(3, 40, 96).to(dtype)
+    flow = fc.compile(model, (x,), target="cuda", cuda_arch="sm_90", compile_to="flow")
+    assert flow.stats["dispatches"] == 1, flow.remarks
+    (spec,) = _specs(_compile(model, x))
+    assert spec.epilogue is not None and len(spec.epilogue_inputs) == 2
+    bias = model.linear.bias.detach()
+    # the epilogue's inputs, in its order: the bias (96,) and the residual (3, 40, 96)
+    inputs = [bias, x] if "L0 + (" in spec.epilogue and _first_is_bias(spec) else [x, bias]
+    got = run_interpreted(spec, x.reshape(120, 96), model.linear.weight.detach(), *inputs)
+    with torch.no_grad():
+        want = model.double()(x.double()).reshape(120, 96)
+    assert rel_error(got, want) < (3e-3 if dtype == torch.float16 else 2e-2)
+
+
+def _first_is_bias(spec: MatmulSpec) -> bool:
+    """Whether the epilogue reads L0 at one coordinate (the bias), not three."""
+    start = spec.epilogue.index("tl.load(L0 + ")
+    read = spec.epilogue[start : spec.epilogue.index(", mask=", start)]
+    return read.count("rows[") == 1 and "* 3840" not in read
 
 
 def test_rows_tma_cannot_read_stay_with_iree_and_say_why() -> None:

@@ -26,7 +26,8 @@ def patch_interpreter() -> None:
     1-element array) into a loop bound with int(), which NumPy 2 refuses (it reads the
     element instead after this); and it multiplies bf16 operands, which it holds as their
     uint16 bits, as those integers (rel. error ~1e11): ``tl.dot`` reads them as the floats
-    they are after this, as the GPU does."""
+    they are after this, as the GPU does, and elementwise arithmetic of bf16 (a product's
+    epilogue) computes on the floats and rounds to bf16."""
     import numpy as np
     import triton.language as tl
     from triton.runtime import interpreter
@@ -51,6 +52,27 @@ def patch_interpreter() -> None:
         return dot(self, a, b, d, input_precision, max_num_imprecise_acc)
 
     interpreter.InterpreterBuilder.create_dot = create_dot
+    binary = interpreter.InterpreterBuilder.binary_op
+    compares = (np.less, np.greater, np.less_equal, np.greater_equal, np.equal, np.not_equal)
+
+    def binary_op(self, lhs, rhs, op):
+        """bf16 arithmetic as the GPU does it: on the floats, rounded to bf16 (a
+        comparison's result as it is), not on their bits."""
+        if lhs.dtype.scalar != tl.bfloat16:
+            return binary(self, lhs, rhs, op)
+        result = binary(self, bf16_as_floats(lhs), bf16_as_floats(rhs), op)
+        if op in compares:
+            return result
+        return self.create_fp_trunc(result, tl.bfloat16)
+
+    interpreter.InterpreterBuilder.binary_op = binary_op
+
+    def get_bf16(self, value):  # a constant in a bf16 expression: its bits, rounded to even
+        bits = np.array([value], dtype=np.float32).view(np.uint32)
+        rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+        return interpreter.TensorHandle(rounded.astype(np.uint16), tl.bfloat16)
+
+    interpreter.InterpreterBuilder.get_bf16 = get_bf16
 
 
 def main(path: Path) -> None:

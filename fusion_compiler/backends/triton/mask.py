@@ -61,8 +61,10 @@ _HALF = ("f16", "bf16")
 # the ops whose result a half type rounds
 _ROUNDED = frozenset(
     ("arith.addf", "arith.subf", "arith.mulf", "arith.divf", "math.exp", "math.exp2",
-     "math.log", "math.log2", "math.sqrt", "math.tanh")
+     "math.log", "math.log2", "math.sqrt", "math.tanh", "math.erf", "math.fpowi")
 )  # fmt: skip
+# the most multiplications a power of an integer constant is written out as
+_MAX_POWER = 8
 _RELATIONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 # an unordered float compare holds where the ordered complement does not
 _COMPLEMENT = {"ueq": "one", "ugt": "ole", "uge": "olt", "ult": "oge", "ule": "ogt"}
@@ -78,6 +80,7 @@ _UNARY = {
     "math.tanh": "(2.0 * tl.sigmoid(2.0 * {}) - 1.0)",
     "math.floor": "tl.floor({})",  # exact: no rounding to a half type
     "math.ceil": "tl.ceil({})",
+    "math.erf": "tl.math.erf({})",
 }
 _MAX_MIN = {
     "arith.maximumf": "tl.maximum({}, {}, propagate_nan=tl.PropagateNan.ALL)",
@@ -189,6 +192,8 @@ class _Printer:
             return _MAX_MIN[name].format(*args)
         if name == "arith.select":
             return f"tl.where({args[0]}, {args[1]}, {args[2]})"
+        if name == "math.fpowi":
+            return self.power(e, args[0])
         if name == "arith.cmpi":
             return self.cmpi(e, args)
         if name == "arith.cmpf":
@@ -196,6 +201,16 @@ class _Printer:
         if name in expr.CASTS:
             return self.cast(e, args[0])
         raise Unsupported(f"{name} has no kernel translation")
+
+    def power(self, e: Op, base: str) -> str:
+        """x^n for a constant n in 1..``_MAX_POWER``, multiplied out in fp32 (rounded once
+        to a half type after, as MLIR's op is)."""
+        exponent = e.operands[1]
+        if not isinstance(exponent, Const) or not 1 <= int(exponent.value) <= _MAX_POWER:
+            raise Unsupported("math.fpowi of an exponent that is not a small constant")
+        if e.type in _HALF:
+            base = f"({base}).to(tl.float32)"
+        return "(" + " * ".join([base] * int(exponent.value)) + ")"
 
     def cmpi(self, e: Op, args: list[str]) -> str:
         predicate = e.predicate or ""

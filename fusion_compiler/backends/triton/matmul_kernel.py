@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from fusion_compiler.backends import spec as backend_spec
 from fusion_compiler.backends.triton import standalone
 
+_HERE = Path(__file__).parent
 # the matmul's dispatches carry their spec as JSON under this attribute
 MARKER = "fusion.matmul_kernel"
 # TMA reads and writes rows whose byte strides are multiples of 16
@@ -32,6 +34,15 @@ class MatmulSpec:
     num_warps: int = 8
     num_stages: int = 3
     arch: int = 90
+    # the elementwise ops after the product, computed before the store: a Triton
+    # expression of ``x`` (the product in ``product_dtype``), the output's coordinates and
+    # the inputs L0, L1, ... (of ``epilogue_inputs``' element types); None: the product
+    epilogue: str | None = None
+    epilogue_inputs: tuple[str, ...] = ()
+    product_dtype: str | None = None
+
+    def __post_init__(self) -> None:  # read back from JSON: a list
+        object.__setattr__(self, "epilogue_inputs", tuple(self.epilogue_inputs))
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -84,13 +95,40 @@ def tiles(m: int, n: int) -> dict[str, int]:
     return dict(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=4)
 
 
+_EPILOGUE_INPUTS = "    # epilogue inputs\n"
+_EPILOGUE = "    y = acc.to(Out.dtype.element_ty)  # epilogue\n"
+_TYPES = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32"}
+
+
+def source(spec: MatmulSpec) -> str | None:
+    """``matmul.py`` with ``spec``'s epilogue (None: the file as it is): its inputs
+    before ``Out``, and ``y`` computed from the product ``x`` at each element of the tile,
+    whose coordinates in the output are ``rows`` and ``cols`` (``inside``: within M, N)."""
+    if spec.epilogue is None:
+        return None
+    text = (_HERE / "matmul.py").read_text()
+    if _EPILOGUE_INPUTS not in text or _EPILOGUE not in text:
+        raise RuntimeError("matmul.py lost the lines its epilogue replaces")
+    inputs = "".join(f"    L{i},\n" for i in range(len(spec.epilogue_inputs)))
+    epilogue = (
+        "    rows = block_m * BLOCK_M + tl.arange(0, BLOCK_M)\n"
+        "    cols = block_n * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+        "    inside = (rows[:, None] < M) & (cols[None, :] < N)\n"
+        f"    x = acc.to({_TYPES[spec.product_dtype or spec.out_dtype]})\n"
+        f"    y = ({spec.epilogue}).to(Out.dtype.element_ty)\n"
+    )
+    return text.replace(_EPILOGUE_INPUTS, inputs).replace(_EPILOGUE, epilogue)
+
+
 def compile_matmul(spec: MatmulSpec) -> backend_spec.Kernel:
     """The cubin of ``spec``'s kernel, from the cache when it was built before."""
-    pointers = {"A": spec.dtype, "W": spec.dtype, "Out": spec.out_dtype}
+    epilogue = {f"L{i}": t for i, t in enumerate(spec.epilogue_inputs)}
+    pointers = {"A": spec.dtype, "W": spec.dtype, **epilogue, "Out": spec.out_dtype}
     options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}
-    return standalone.compile_standalone("matmul", spec, pointers, options)
+    return standalone.compile_standalone("matmul", spec, pointers, options, source(spec))
 
 
-def run_interpreted(spec: MatmulSpec, a, w):  # tensors -> tensor
-    """The kernel under Triton's interpreter: a (M, K), w (K, N) or with ``w_t`` (N, K)."""
-    return standalone.run_interpreted("matmul", spec, a, w)
+def run_interpreted(spec: MatmulSpec, a, w, *epilogue_inputs):  # tensors -> tensor
+    """The kernel under Triton's interpreter: a (M, K), w (K, N) or with ``w_t`` (N, K),
+    then the epilogue's inputs."""
+    return standalone.run_interpreted("matmul", spec, a, w, *epilogue_inputs, source=source(spec))

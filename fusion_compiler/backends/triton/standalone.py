@@ -11,11 +11,13 @@ is (``kernel.cached_kernel``), and run under Triton's interpreter for the tests:
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from fusion_compiler.backends.cache import write_whole
 from fusion_compiler.backends.spec import Kernel
 from fusion_compiler.backends.triton.kernel import (
     TRITON_TYPES,
@@ -30,36 +32,53 @@ _TORCH_TYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 
 
 def compile_standalone(
-    name: str, spec, pointers: dict[str, str], options: dict[str, int]
+    name: str, spec, pointers: dict[str, str], options: dict[str, int], source: str | None = None
 ) -> Kernel:
     """The cubin of function ``name`` of ``name``.py for ``spec``, its pointer parameters
-    ``pointers`` (name: our element type), from the cache when it was built before."""
-    source = (_HERE / f"{name}.py").read_text()
+    ``pointers`` (name: our element type), from the cache when it was built before.
+    ``source``: a variant of that file generated for ``spec`` (the product's epilogue)."""
+    source = source or (_HERE / f"{name}.py").read_text()
     read = [Path(__file__), _HERE / "kernel.py", Path(sys.modules[type(spec).__module__].__file__)]
     parts = [source, *(f.read_text() for f in read), spec.to_json(), f"triton {triton_version()}"]
 
     def build(directory: Path):  # -> CompiledKernel
         require_triton()  # before the kernel's module imports it
-        function = getattr(importlib.import_module(f"{__package__}.{name}"), name)
+        function = _function(name, source, directory)
         types = {p: f"*{TRITON_TYPES[t]}" for p, t in pointers.items()}
         return triton_compile(function, types, spec.constants(), spec.arch, options)
 
     return cached_kernel(parts, build, f"{name}-")
 
 
-def run_interpreted(name: str, spec, *tensors):  # -> torch.Tensor
-    """Function ``name`` of ``name``.py on ``tensors`` for ``spec``, on the CPU under
-    Triton's interpreter (a child process: Triton picks the interpreter when it is
-    imported); its output, of ``spec.output``'s shape and type."""
+def _function(name: str, source: str, directory: Path):
+    """Function ``name`` of ``source``: ``name``.py itself, or the generated variant
+    written to ``directory`` (Triton reads a kernel's source from its file)."""
+    if source == (_HERE / f"{name}.py").read_text():
+        return getattr(importlib.import_module(f"{__package__}.{name}"), name)
+    path = directory / f"{name}_generated.py"
+    write_whole(path, source)
+    module_spec = importlib.util.spec_from_file_location(f"fusion_{name}_generated", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+def run_interpreted(name: str, spec, *tensors, source: str | None = None):  # -> torch.Tensor
+    """Function ``name`` of ``name``.py (or of the generated ``source``) on ``tensors``
+    for ``spec``, on the CPU under Triton's interpreter (a child process: Triton picks
+    the interpreter when it is imported); its output, of ``spec.output``'s shape and
+    type."""
     import subprocess
     import tempfile
 
     import torch
 
     kind = f"{type(spec).__module__}:{type(spec).__qualname__}"
+    source = source or (_HERE / f"{name}.py").read_text()
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "call.pt"
-        torch.save({"name": name, "kind": kind, "spec": asdict(spec), "tensors": tensors}, path)
+        call = {"name": name, "kind": kind, "spec": asdict(spec), "tensors": tensors}
+        torch.save({**call, "source": source}, path)
         env = {**os.environ, "TRITON_INTERPRET": "1"}
         command = [sys.executable, "-m", __name__, str(path)]
         done = subprocess.run(command, env=env, capture_output=True, text=True)
@@ -82,7 +101,7 @@ def _main(path: Path) -> None:
     spec = getattr(importlib.import_module(module), kind)(**call["spec"])
     shape, dtype = spec.output
     out = torch.empty(shape, dtype=getattr(torch, _TORCH_TYPES[dtype]))
-    function = getattr(importlib.import_module(f"{__package__}.{call['name']}"), call["name"])
+    function = _function(call["name"], call["source"], path.parent)
     function[spec.grid](*call["tensors"], out, **spec.constants())
     torch.save(out, path.with_suffix(".out.pt"))
 
