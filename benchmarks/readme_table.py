@@ -1,4 +1,5 @@
-"""The README's benchmark tables, generated from one harness run's records each.
+"""The README's benchmark tables, generated from harness records (each row's systems
+timed in one run).
 
     .venv/bin/python benchmarks/readme_table.py            (rewrites the tables in README.md)
     .venv/bin/python benchmarks/readme_table.py --check    (exit 1 if README.md differs)
@@ -6,9 +7,10 @@
 Attention: ``benchmarks/results/peers_readme_h200.json`` (``attention_peers.py`` on the
 table's cases: every system timed the same three ways in one run), our sm_90 kernel's
 device and blocking-call time against torch SDPA's cuDNN and FlashAttention-2 backends and
-torch.compile, for those fp16 cases. Whole models: ``benchmarks/results/models_h100.json``
-(``models_gpu.py``), ours against torch.compile and torch eager. Each table sits between
-its two markers in the README.
+torch.compile, for those fp16 cases. Whole models:
+``benchmarks/results/models_suite_h100.json`` (``models_gpu.py``; each model's systems
+from one run), ours against torch.compile (and its reduce-overhead mode for decoding) and
+torch eager. Each table sits between its two markers in the README.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ _MODEL_NAMES = {
     "bert_base": "BERT-base",
     "vit_b16": "ViT-B/16",
     "llama_3.2_1b_shape": "Llama-3.2-1B's shape",
+    "whisper_small_encoder": "Whisper-small's encoder",
 }
 
 
@@ -84,19 +87,23 @@ ATTENTION = Table(
     _attention_label,
 )
 MODELS = Table(
-    ROOT / "benchmarks" / "results" / "models_h100.json",
+    ROOT / "benchmarks" / "results" / "models_suite_h100.json",
     "fp16, H100, ms: device / call",
     (
         "gpt2_small_B1_N512",
+        "gpt2_small_B4_N2048",
         "bert_base_B8_N512",
         "vit_b16_B32_N197",
+        "whisper_small_encoder_B1_N1500",
         "llama_3.2_1b_shape_B4_N2048",
-        "llama_3.2_1b_shape_decode_B1_past4096",
+        "llama_3.2_1b_shape_B1_N8192",
         "llama_3.2_1b_shape_decode_B16_past4096",
+        "llama_3.2_1b_shape_decode_B1_past32768",
     ),
     (
         ("ours_sm90", "ours (sm_90)"),
         ("torch_compile", "torch.compile"),
+        ("torch_compile_reduce_overhead", "torch.compile reduce-overhead"),
         ("torch_eager", "torch eager"),
     ),
     _model_label,
