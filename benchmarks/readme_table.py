@@ -9,8 +9,8 @@ table's cases: every system timed the same three ways in one run), our sm_90 ker
 device and blocking-call time against torch SDPA's cuDNN and FlashAttention-2 backends and
 torch.compile, for those fp16 cases. Whole models:
 ``benchmarks/results/models_suite_h100.json`` (``models_gpu.py``; each model's systems
-from one run), ours against torch.compile (and its reduce-overhead mode for decoding) and
-torch eager. Each table sits between its two markers in the README.
+from one run), ours against torch.compile and torch eager. Each table sits between its
+two markers in the README.
 """
 
 from __future__ import annotations
@@ -103,7 +103,6 @@ MODELS = Table(
     (
         ("ours_sm90", "ours (sm_90)"),
         ("torch_compile", "torch.compile"),
-        ("torch_compile_reduce_overhead", "torch.compile reduce-overhead"),
         ("torch_eager", "torch eager"),
     ),
     _model_label,
