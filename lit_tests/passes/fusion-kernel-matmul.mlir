@@ -50,3 +50,67 @@ func.func @unaligned(%x: tensor<4x100xf16>, %w: tensor<100x64xf16>) -> tensor<4x
 // CHECK-LABEL: func.func @unaligned(
 // CHECK: linalg.matmul
 // CHECK-NOT: flow.dispatch
+
+// -----
+
+// GPT-2's projection: the product, its bias added (broadcast along the rows), the
+// reshape back to (B, N, D) and the residual added. The kernel computes all of it
+// before its store, reading the bias and the residual in place: no generic is left.
+#row = affine_map<(d0, d1) -> (d1)>
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @bias_and_residual(%x: tensor<128x256xf16>, %w: tensor<256x256xf16>, %b: tensor<256xf16>, %r: tensor<2x64x256xf16>) -> tensor<2x64x256xf16> {
+  %zero = arith.constant 0.0 : f16
+  %pe = tensor.empty() : tensor<128x256xf16>
+  %acc = linalg.fill ins(%zero : f16) outs(%pe : tensor<128x256xf16>) -> tensor<128x256xf16>
+  // expected-remark @below {{matrix product lowered to a generated sm_90 kernel (f16, M=128, K=256, N=256, tiles 64x64x64); the 2 elementwise op(s) after it computed before its store (reading 2 more tensor(s))}}
+  %p = linalg.matmul ins(%x, %w : tensor<128x256xf16>, tensor<256x256xf16>) outs(%acc : tensor<128x256xf16>) -> tensor<128x256xf16>
+  %biased = linalg.generic {indexing_maps = [#row, #id2, #id2], iterator_types = ["parallel", "parallel"]} ins(%b, %p : tensor<256xf16>, tensor<128x256xf16>) outs(%pe : tensor<128x256xf16>) {
+  ^bb0(%bias: f16, %in: f16, %out: f16):
+    %s = arith.addf %bias, %in : f16
+    linalg.yield %s : f16
+  } -> tensor<128x256xf16>
+  %e = tensor.expand_shape %biased [[0, 1], [2]] output_shape [2, 64, 256] : tensor<128x256xf16> into tensor<2x64x256xf16>
+  %re = tensor.empty() : tensor<2x64x256xf16>
+  %sum = linalg.generic {indexing_maps = [#id3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]} ins(%r, %e : tensor<2x64x256xf16>, tensor<2x64x256xf16>) outs(%re : tensor<2x64x256xf16>) {
+  ^bb0(%a: f16, %c: f16, %out: f16):
+    %s = arith.addf %a, %c : f16
+    linalg.yield %s : f16
+  } -> tensor<2x64x256xf16>
+  return %sum : tensor<2x64x256xf16>
+}
+// CHECK-LABEL: func.func @bias_and_residual(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<128x256xf16>, %[[W:[a-z0-9]+]]: tensor<256x256xf16>, %[[B:[a-z0-9]+]]: tensor<256xf16>, %[[RES:[a-z0-9]+]]: tensor<2x64x256xf16>
+// CHECK: %[[D:.+]]:3 = flow.dispatch @fusion_matmul_0::@matmul(%[[X]], %[[W]], %[[RES]], %[[B]]) {fusion.matmul_kernel = "{{.*}}\22epilogue_inputs\22: [\22f16\22, \22f16\22]{{.*}}"} : (tensor<128x256xf16>, tensor<256x256xf16>, tensor<2x64x256xf16>, tensor<256xf16>) -> (tensor<2x64x256xf16>, tensor<{{[0-9]+}}xi8>, tensor<1xi8>)
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[D]]#0
+
+// -----
+
+// The biased product is returned as well as its square: the kernel's epilogue stops at
+// the bias (what leaves the kernel must be its one result), the square stays after it.
+#row2 = affine_map<(d0, d1) -> (d1)>
+#idb = affine_map<(d0, d1) -> (d0, d1)>
+func.func @escaping(%x: tensor<128x256xf16>, %w: tensor<256x256xf16>, %b: tensor<256xf16>) -> (tensor<128x256xf16>, tensor<128x256xf16>) {
+  %zero = arith.constant 0.0 : f16
+  %pe = tensor.empty() : tensor<128x256xf16>
+  %acc = linalg.fill ins(%zero : f16) outs(%pe : tensor<128x256xf16>) -> tensor<128x256xf16>
+  // expected-remark @below {{the 1 elementwise op(s) after it computed before its store (reading 1 more tensor(s))}}
+  %p = linalg.matmul ins(%x, %w : tensor<128x256xf16>, tensor<256x256xf16>) outs(%acc : tensor<128x256xf16>) -> tensor<128x256xf16>
+  %biased = linalg.generic {indexing_maps = [#row2, #idb, #idb], iterator_types = ["parallel", "parallel"]} ins(%b, %p : tensor<256xf16>, tensor<128x256xf16>) outs(%pe : tensor<128x256xf16>) {
+  ^bb0(%bias: f16, %in: f16, %out: f16):
+    %s = arith.addf %bias, %in : f16
+    linalg.yield %s : f16
+  } -> tensor<128x256xf16>
+  %sq = linalg.generic {indexing_maps = [#idb, #idb], iterator_types = ["parallel", "parallel"]} ins(%biased : tensor<128x256xf16>) outs(%pe : tensor<128x256xf16>) {
+  ^bb0(%in: f16, %out: f16):
+    %s = arith.mulf %in, %in : f16
+    linalg.yield %s : f16
+  } -> tensor<128x256xf16>
+  return %biased, %sq : tensor<128x256xf16>, tensor<128x256xf16>
+}
+// CHECK-LABEL: func.func @escaping(
+// CHECK: %[[D:.+]]:3 = flow.dispatch @fusion_matmul_0::@matmul(
+// CHECK: %[[SQ:.+]] = linalg.generic {{.*}} ins(%[[D]]#0 :
+// CHECK: arith.mulf
+// CHECK: return %[[D]]#0, %[[SQ]]
