@@ -14,17 +14,16 @@ it is written by the kernel itself.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from fusion_compiler.dialects import expr, linalg
+from fusion_compiler.dialects import linalg
 from fusion_compiler.dialects.builders import dims, erase_dead
 from fusion_compiler.passes.kernel_matvec import is_broadcast_of_matrix, weight_view
 
 from fusion_compiler import remarks
 from fusion_compiler.backends import dispatch
 from fusion_compiler.backends.plan import output_cast
-from fusion_compiler.backends.triton import mask as kernel_mask
+from fusion_compiler.backends.triton import epilogues
 from fusion_compiler.backends.triton.matmul_kernel import (
     MARKER,
     MatmulSpec,
@@ -36,7 +35,6 @@ from fusion_compiler.ir import ir
 
 NAME = "fusion-kernel-matmul"
 _ELEMENTS = ("f16", "bf16")
-_FLOATS = ("f16", "bf16", "f32")  # what an epilogue's inputs may hold
 
 
 @dataclass(frozen=True)
@@ -105,123 +103,6 @@ def run(module: ir.Operation, options: Options) -> None:
             _lower(module, op, options, f"fusion_matmul_{n}")
 
 
-def _op(owner) -> ir.Operation:
-    return owner.operation if hasattr(owner, "operation") else owner
-
-
-def _follows_elementwise(op: ir.Operation, within: list[ir.Value]) -> bool:
-    """Whether ``op`` computes each element of its result from the same element of every
-    operand in ``within`` (the product and what the epilogue computed from it): an
-    all-parallel generic reading those at identity maps, writing one result it does not
-    read, or a static reshape."""
-    if op.name in ("tensor.expand_shape", "tensor.collapse_shape"):
-        return ir.RankedTensorType(op.results[0].type).has_static_shape
-    if op.name != "linalg.generic" or len(op.results) != 1 or linalg.reduction_dims(op):
-        return False
-    maps = linalg.indexing_maps(op)
-    identity = ir.AffineMap.get_identity(ir.RankedTensorType(op.results[0].type).rank)
-    n_inputs = linalg.num_inputs(op)
-    reads = [i for i, v in enumerate(op.operands) if any(v == w for w in within)]
-    return maps[-1] == identity and all(i < n_inputs and maps[i] == identity for i in reads)
-
-
-def _region(product: ir.Value) -> list[ir.Operation]:
-    """The elementwise ops and reshapes computed from ``product`` (transitively), in
-    program order: what an epilogue may take."""
-    found: list[ir.Operation] = []
-    values, pending = [product], [product]
-    while pending:
-        for use in list(pending.pop().uses):
-            user = _op(use.owner)
-            if any(user == f for f in found) or not _follows_elementwise(user, values):
-                continue
-            found.append(user)
-            values.append(user.results[0])
-            pending.append(user.results[0])
-    if not found:
-        return []
-    block = found[0].block  # elementwise ops on tensors: one block, in program order
-    return [o.operation for o in block.operations if any(o.operation == f for f in found)]
-
-
-def _feeding(sink: ir.Operation, region: list[ir.Operation]) -> list[ir.Operation]:
-    """The ops of ``region`` that ``sink``'s result is computed from, ``sink`` included,
-    in program order."""
-    needed = [sink]
-    stack = [sink]
-    while stack:
-        for value in stack.pop().operands:
-            producer = linalg.producer(value)
-            inside = producer is not None and any(producer == r for r in region)
-            if inside and not any(producer == n for n in needed):
-                needed.append(producer)
-                stack.append(producer)
-    return [r for r in region if any(r == n for n in needed)]
-
-
-def _closed(ops: list[ir.Operation], product: ir.Value) -> bool:
-    """Whether nothing but the last op's result leaves ``ops``: the product and every
-    other result they compute are read by ``ops`` alone."""
-    values = [product, *(o.results[0] for o in ops[:-1])]
-    return all(any(_op(u.owner) == o for o in ops) for v in values for u in v.uses)
-
-
-def _split(sizes: list[int], index: str) -> list[str]:
-    """The coordinates of row-major ``sizes`` at the flat ``index`` (a block: its text
-    has brackets), each a division and remainder by constants."""
-    coords, stride = [], 1
-    for size in reversed(sizes):
-        coords.append(index if len(sizes) == 1 else f"({index} // {stride} % {size})")
-        stride *= size
-    return coords[::-1]
-
-
-def _coordinates(shape: list[int], n: int) -> list[str]:
-    """Each coordinate of an output of ``shape`` (the product's M x N elements in the same
-    order) at the tile's elements, from ``rows`` and ``cols``, the tile's (M, N) indices:
-    where the trailing dims hold a row of N (a (B, S, N) result), the leading ones are
-    split from the row and the trailing ones from the column, in 32 bits (H100, ViT-B/16
-    B32: its products with their epilogues 3.94 ms with each split from the flat 64-bit
-    index, which remains for other shapes and for outputs of 2^31 elements or more)."""
-    if math.prod(shape) >= 2**31:  # offsets past 32 bits
-        return _split(shape, f"(rows[:, None].to(tl.int64) * {n} + cols[None, :])")
-    for k in range(len(shape) + 1):
-        if math.prod(shape[k:]) == n:
-            return _split(shape[:k], "rows[:, None]") + _split(shape[k:], "cols[None, :]")
-    return _split(shape, f"(rows[:, None].to(tl.int64) * {n} + cols[None, :])")
-
-
-@dataclass(frozen=True)
-class Epilogue:
-    ops: list[ir.Operation]  # the chain computed in the kernel, the last's result replaced
-    code: str
-    inputs: list[ir.Value]
-
-
-def _epilogue(product: ir.Value, n: int) -> Epilogue | None:
-    """The most of what is computed elementwise from ``product`` that the kernel can
-    compute before its store: the ops feeding one result (the last of them) whose other
-    results, and the product, nothing else reads, printable, over inputs of float types."""
-    region = _region(product)
-    for sink in reversed(region):
-        if sink.name != "linalg.generic":
-            continue
-        ops = _feeding(sink, region)
-        if not _closed(ops, product):
-            continue
-        result = sink.results[0]
-        try:
-            tree = expr.of_chain(result, ops)
-            tree = expr.replace_input(tree, product, expr.Arg(_element(product)))
-            if any(_element(v) not in _FLOATS for v in tree.inputs):
-                continue
-            code = kernel_mask.expression(tree.expr, _coordinates(_shape(result), n))
-        except expr.Unsupported:
-            continue
-        return Epilogue(ops, code, tree.inputs)
-    return None
-
-
 def _lower(module: ir.Operation, op: ir.Operation, options: Options, symbol: str) -> None:
     """``op`` [-> cast] [-> its epilogue] -> flow.dispatch of the matmul kernel."""
     a, b = op.operands[0], op.operands[1]
@@ -231,7 +112,7 @@ def _lower(module: ir.Operation, op: ir.Operation, options: Options, symbol: str
     m = shape[0] * shape[1] if len(shape) == 3 else shape[0]
     cast = output_cast(op)
     product = cast or op
-    epilogue = _epilogue(product.results[0], n)
+    epilogue = epilogues.find(product.results[0], n)
     replaced = epilogue.ops[-1] if epilogue else product
     spec = MatmulSpec(
         dtype=_element(a),

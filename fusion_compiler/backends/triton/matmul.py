@@ -9,9 +9,9 @@ BLOCK_K steps through a software pipeline of ``num_stages``; programs are ordere
 groups of GROUP_M row blocks so that neighbouring programs share W's tiles in L2. With
 ``W_T``, W is given as PyTorch's (N, K) Linear weight and read transposed in place. The
 f32 accumulator is written in the output's type (a cast after the product, folded in).
-``matmul_kernel.epilogue_source`` writes a variant of this file that computes what the
-elementwise ops after the product make of it (a bias, an activation, a residual add)
-before the store: inputs L0, L1, ... come before ``Out`` and ``y`` is their expression.
+``matmul_kernel.source`` writes a variant of this file that computes what the elementwise
+ops after the product make of it (a bias, an activation, a residual add) before the store
+(``epilogues``): inputs L0, L1, ... come before ``Out`` and ``y`` is their expression.
 """
 
 import triton
@@ -61,5 +61,5 @@ def matmul(
         else:
             y = w.load([k, block_n * BLOCK_N])
         acc = tl.dot(x, y, acc)
-    y = acc.to(Out.dtype.element_ty)  # epilogue
-    out.store([block_m * BLOCK_M, block_n * BLOCK_N], y)
+    y = acc  # epilogue
+    out.store([block_m * BLOCK_M, block_n * BLOCK_N], y.to(Out.dtype.element_ty))

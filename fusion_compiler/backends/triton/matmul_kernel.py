@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fusion_compiler.backends import spec as backend_spec
-from fusion_compiler.backends.triton import standalone
+from fusion_compiler.backends.triton import epilogues, standalone
 
 _HERE = Path(__file__).parent
 # the matmul's dispatches carry their spec as JSON under this attribute
@@ -95,29 +95,19 @@ def tiles(m: int, n: int) -> dict[str, int]:
     return dict(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=4)
 
 
-_EPILOGUE_INPUTS = "    # epilogue inputs\n"
-_EPILOGUE = "    y = acc.to(Out.dtype.element_ty)  # epilogue\n"
-_TYPES = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32"}
-
-
 def source(spec: MatmulSpec) -> str | None:
-    """``matmul.py`` with ``spec``'s epilogue (None: the file as it is): its inputs
-    before ``Out``, and ``y`` computed from the product ``x`` at each element of the tile,
-    whose coordinates in the output are ``rows`` and ``cols`` (``inside``: within M, N)."""
+    """``matmul.py`` with ``spec``'s epilogue (None: the file as it is), computed at each
+    element of the tile, whose coordinates in the output are ``rows`` and ``cols``."""
     if spec.epilogue is None:
         return None
+    setup = [
+        "rows = block_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+        "cols = block_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+        "inside = (rows[:, None] < M) & (cols[None, :] < N)",
+    ]
     text = (_HERE / "matmul.py").read_text()
-    if _EPILOGUE_INPUTS not in text or _EPILOGUE not in text:
-        raise RuntimeError("matmul.py lost the lines its epilogue replaces")
-    inputs = "".join(f"    L{i},\n" for i in range(len(spec.epilogue_inputs)))
-    epilogue = (
-        "    rows = block_m * BLOCK_M + tl.arange(0, BLOCK_M)\n"
-        "    cols = block_n * BLOCK_N + tl.arange(0, BLOCK_N)\n"
-        "    inside = (rows[:, None] < M) & (cols[None, :] < N)\n"
-        f"    x = acc.to({_TYPES[spec.product_dtype or spec.out_dtype]})\n"
-        f"    y = ({spec.epilogue}).to(Out.dtype.element_ty)\n"
-    )
-    return text.replace(_EPILOGUE_INPUTS, inputs).replace(_EPILOGUE, epilogue)
+    dtype = spec.product_dtype or spec.out_dtype
+    return epilogues.apply(text, len(spec.epilogue_inputs), "acc", dtype, spec.epilogue, setup)
 
 
 def compile_matmul(spec: MatmulSpec) -> backend_spec.Kernel:

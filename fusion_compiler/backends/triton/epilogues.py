@@ -1,0 +1,181 @@
+"""Epilogues: what a model computes elementwise from a matrix product, computed by the
+product's kernel before its store.
+
+After a projection come its bias, an activation (GELU in its erf, tanh and GPT-2 forms,
+SiLU), a gate's product (SiLU(gate) · up), the residual add, and the reshape back to
+(B, N, D): each an IREE dispatch that reads and writes the whole activation again.
+``find`` takes the elementwise ops and reshapes computed from the product that nothing
+else reads, ending in one result, and prints what they compute as one Triton expression
+of ``x`` (the product, as the kernel holds it), the output's coordinates (from the tile's
+``rows`` and ``cols``) and the other tensors they read (``L0``, ``L1``, ...), through the
+expression IR (``dialects.expr.of_chain``) and the printer masks use. ``apply`` writes it
+into a kernel's source at the lines the kernel marks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fusion_compiler.backends.triton import mask as kernel_mask
+from fusion_compiler.dialects import expr, linalg
+from fusion_compiler.ir import ir
+
+FLOATS = ("f16", "bf16", "f32")  # what an epilogue's inputs may hold
+# the lines of a kernel's source an epilogue replaces: where its inputs go in the
+# parameters (before Out), and the value it stores
+INPUTS_LINE = "# epilogue inputs\n"
+VALUE_LINE = "y = {}  # epilogue\n"
+_TYPES = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32"}
+
+
+def _shape(value: ir.Value) -> list[int]:
+    return list(ir.RankedTensorType(value.type).shape)
+
+
+def _element(value: ir.Value) -> str:
+    return str(ir.RankedTensorType(value.type).element_type)
+
+
+def _op(owner) -> ir.Operation:
+    return owner.operation if hasattr(owner, "operation") else owner
+
+
+def _follows_elementwise(op: ir.Operation, within: list[ir.Value]) -> bool:
+    """Whether ``op`` computes each element of its result from the same element of every
+    operand in ``within`` (the product and what the epilogue computed from it): an
+    all-parallel generic reading those at identity maps, writing one result it does not
+    read, or a static reshape."""
+    if op.name in ("tensor.expand_shape", "tensor.collapse_shape"):
+        return ir.RankedTensorType(op.results[0].type).has_static_shape
+    if op.name != "linalg.generic" or len(op.results) != 1 or linalg.reduction_dims(op):
+        return False
+    maps = linalg.indexing_maps(op)
+    identity = ir.AffineMap.get_identity(ir.RankedTensorType(op.results[0].type).rank)
+    n_inputs = linalg.num_inputs(op)
+    reads = [i for i, v in enumerate(op.operands) if any(v == w for w in within)]
+    return maps[-1] == identity and all(i < n_inputs and maps[i] == identity for i in reads)
+
+
+def _region(product: ir.Value) -> list[ir.Operation]:
+    """The elementwise ops and reshapes computed from ``product`` (transitively), in
+    program order: what an epilogue may take."""
+    found: list[ir.Operation] = []
+    values, pending = [product], [product]
+    while pending:
+        for use in list(pending.pop().uses):
+            user = _op(use.owner)
+            if any(user == f for f in found) or not _follows_elementwise(user, values):
+                continue
+            found.append(user)
+            values.append(user.results[0])
+            pending.append(user.results[0])
+    if not found:
+        return []
+    block = found[0].block  # elementwise ops on tensors: one block, in program order
+    return [o.operation for o in block.operations if any(o.operation == f for f in found)]
+
+
+def _feeding(sink: ir.Operation, region: list[ir.Operation]) -> list[ir.Operation]:
+    """The ops of ``region`` that ``sink``'s result is computed from, ``sink`` included,
+    in program order."""
+    needed = [sink]
+    stack = [sink]
+    while stack:
+        for value in stack.pop().operands:
+            producer = linalg.producer(value)
+            inside = producer is not None and any(producer == r for r in region)
+            if inside and not any(producer == n for n in needed):
+                needed.append(producer)
+                stack.append(producer)
+    return [r for r in region if any(r == n for n in needed)]
+
+
+def _closed(ops: list[ir.Operation], product: ir.Value) -> bool:
+    """Whether nothing but the last op's result leaves ``ops``: the product and every
+    other result they compute are read by ``ops`` alone."""
+    values = [product, *(o.results[0] for o in ops[:-1])]
+    return all(any(_op(u.owner) == o for o in ops) for v in values for u in v.uses)
+
+
+def _split(sizes: list[int], index: str) -> list[str]:
+    """The coordinates of row-major ``sizes`` at the flat ``index`` (a block: its text
+    has brackets), each a division and remainder by constants."""
+    coords, stride = [], 1
+    for size in reversed(sizes):
+        coords.append(index if len(sizes) == 1 else f"({index} // {stride} % {size})")
+        stride *= size
+    return coords[::-1]
+
+
+def coordinates(shape: list[int], n: int) -> list[str]:
+    """Each coordinate of an output of ``shape`` (the product's M x N elements in the same
+    order) at the tile's elements, from ``rows`` and ``cols``, the tile's (M, N) indices:
+    where the trailing dims hold a row of N (a (B, S, N) result), the leading ones are
+    split from the row and the trailing ones from the column, in 32 bits (H100, ViT-B/16
+    B32: its products with their epilogues 3.94 ms with each split from the flat 64-bit
+    index, which remains for other shapes and for outputs of 2^31 elements or more)."""
+    if math.prod(shape) >= 2**31:  # offsets past 32 bits
+        return _split(shape, f"(rows[:, None].to(tl.int64) * {n} + cols[None, :])")
+    for k in range(len(shape) + 1):
+        if math.prod(shape[k:]) == n:
+            return _split(shape[:k], "rows[:, None]") + _split(shape[k:], "cols[None, :]")
+    return _split(shape, f"(rows[:, None].to(tl.int64) * {n} + cols[None, :])")
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    ops: list[ir.Operation]  # the chain computed in the kernel, the last's result replaced
+    code: str
+    inputs: list[ir.Value]
+
+
+def find(product: ir.Value, n: int) -> Epilogue | None:
+    """The most of what is computed elementwise from ``product`` that the kernel can
+    compute before its store: the ops feeding one result (the last of them) whose other
+    results, and the product, nothing else reads, printable, over inputs of float types."""
+    region = _region(product)
+    for sink in reversed(region):
+        if sink.name != "linalg.generic":
+            continue
+        ops = _feeding(sink, region)
+        if not _closed(ops, product):
+            continue
+        result = sink.results[0]
+        try:
+            tree = expr.of_chain(result, ops)
+            tree = expr.replace_input(tree, product, expr.Arg(_element(product)))
+            if any(_element(v) not in FLOATS for v in tree.inputs):
+                continue
+            code = kernel_mask.expression(tree.expr, coordinates(_shape(result), n))
+        except expr.Unsupported:
+            continue
+        return Epilogue(ops, code, tree.inputs)
+    return None
+
+
+def apply(
+    text: str, n_inputs: int, stored: str, product_dtype: str, code: str, setup: list[str]
+) -> str:
+    """A kernel's source ``text`` with an epilogue: ``n_inputs`` pointers ``L0``... where
+    it marks its inputs, and where it computes ``y = <stored>``, ``setup`` (defining
+    ``rows``, ``cols`` and ``inside``), then ``x`` (the product in ``product_dtype``) and
+    ``y`` = ``code`` in the output's type."""
+    marks = [
+        line
+        for line in text.splitlines(keepends=True)
+        if line.strip() in (INPUTS_LINE.strip(), VALUE_LINE.format(stored).strip())
+    ]
+    if len(marks) != 2:
+        raise RuntimeError("the kernel's source lost the lines its epilogue replaces")
+    inputs_mark, value_mark = marks
+    indent = value_mark[: len(value_mark) - len(value_mark.lstrip())]
+    params = inputs_mark[: len(inputs_mark) - len(inputs_mark.lstrip())]
+    lines = [
+        *setup,
+        f"x = ({stored}).to({_TYPES[product_dtype]})",
+        f"y = ({code}).to(Out.dtype.element_ty)",
+    ]
+    body = "".join(f"{indent}{line}\n" for line in lines)
+    inputs = "".join(f"{params}L{i},\n" for i in range(n_inputs))
+    return text.replace(inputs_mark, inputs).replace(value_mark, body)
