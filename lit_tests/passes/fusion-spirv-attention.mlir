@@ -23,8 +23,9 @@ func.func @plain(%q: tensor<4x100x64xf16>, %k: tensor<4x130x64xf16>, %v: tensor<
   return %o : tensor<4x100x64xf16>
 }
 // CHECK: #executable_target_vulkan_spirv_fb = #hal.executable.target<"vulkan-spirv", "vulkan-spirv-fb">
-// Q, K, V and the mask binding read-only, the output written
-// CHECK: #pipeline_layout = #hal.pipeline.layout<bindings = [#hal.pipeline.binding<storage_buffer, ReadOnly>, #hal.pipeline.binding<storage_buffer, ReadOnly>, #hal.pipeline.binding<storage_buffer, ReadOnly>, #hal.pipeline.binding<storage_buffer, ReadOnly>, #hal.pipeline.binding<storage_buffer>]>
+// Q, K, V and the mask binding read-only, the output written; every binding indirect (a
+// slot of the binding table a recorded command buffer is submitted with)
+// CHECK: #pipeline_layout = #hal.pipeline.layout<bindings = [#hal.pipeline.binding<storage_buffer, "ReadOnly|Indirect">, #hal.pipeline.binding<storage_buffer, "ReadOnly|Indirect">, #hal.pipeline.binding<storage_buffer, "ReadOnly|Indirect">, #hal.pipeline.binding<storage_buffer, "ReadOnly|Indirect">, #hal.pipeline.binding<storage_buffer, Indirect>]>
 // the SPIR-V module (its magic number first)
 // CHECK: hal.executable.source private @fusion_spirv_attention_0 <objects = <{#executable_target_vulkan_spirv_fb = [#hal.executable.object<{path = "fusion_spirv_attention_0.spv", data = dense<"0x03022307
 // CHECK: hal.executable.export public @main ordinal(0) layout(#pipeline_layout)
