@@ -123,25 +123,17 @@ def _lower(module: ir.Operation, op: ir.Operation, options: Options, symbol: str
         w_t=sk == 1,
         **tiles(m, n),
         arch=int(options.arch.removeprefix("sm_").rstrip("a")),
-        epilogue=epilogue.code if epilogue else None,
-        epilogue_inputs=tuple(_element(v) for v in epilogue.inputs) if epilogue else (),
-        product_dtype=_element(product.results[0]) if epilogue else None,
+        **(epilogue.spec_fields(product.results[0]) if epilogue else {}),
     )
     kernel = compile_matmul(spec)
-    inputs, tagged = [a, base, *(epilogue.inputs if epilogue else [])], (MARKER, spec.to_json())
+    inputs = [a, base, *(epilogue.inputs if epilogue else [])]
     dispatch.replace_by_kernel(
-        module, replaced, op.location, symbol, kernel, inputs, spec.grid, tagged
+        module, replaced, op.location, symbol, kernel, inputs, spec.grid, (MARKER, spec.to_json())
     )
-    fused = ""
-    if epilogue:
-        count = sum(o.name == "linalg.generic" for o in epilogue.ops)
-        fused = f"; the {count} elementwise op(s) after it computed before its store"
-        fused += f" (reading {len(epilogue.inputs)} more tensor(s))" if epilogue.inputs else ""
     remarks.emit(
         op.location,
         f"matrix product lowered to a generated {options.arch} kernel "
         f"({spec.dtype}, M={m}, K={k}, N={n}, tiles {spec.block_m}x{spec.block_n}x{spec.block_k}"
-        f"{', the weight read transposed' if spec.w_t else ''}){fused}",
+        f"{', the weight read transposed' if spec.w_t else ''}){epilogues.said(epilogue)}",
     )
-    dead = [*reversed(epilogue.ops)] if epilogue else []
-    erase_dead([*dead, product, op] if product != op else [*dead, op])
+    erase_dead(epilogues.replaced(op, product, epilogue))

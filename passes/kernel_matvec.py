@@ -20,6 +20,7 @@ from fusion_compiler.dialects.builders import dims, erase_dead
 from fusion_compiler import remarks
 from fusion_compiler.backends import dispatch
 from fusion_compiler.backends.plan import output_cast
+from fusion_compiler.backends.triton import epilogues
 from fusion_compiler.backends.triton.matvec_kernel import (
     MARKER,
     MatvecSpec,
@@ -108,12 +109,14 @@ def run(module: ir.Operation, options: Options) -> None:
 
 
 def _lower(module: ir.Operation, op: ir.Operation, options: Options, symbol: str) -> None:
-    """``op`` [-> cast] -> flow.dispatch of the matvec kernel."""
+    """``op`` [-> cast] [-> its epilogue] -> flow.dispatch of the matvec kernel."""
     a, b = op.operands[0], op.operands[1]
     base, sk, sn = weight_view(b)
     k, n = _shape(b)[-2:]
     cast = output_cast(op)
-    replaced = cast or op
+    product = cast or op
+    epilogue = epilogues.find(product.results[0], n)
+    replaced = epilogue.ops[-1] if epilogue else product
     block_n, block_k, num_warps, num_stages = tiles(k, n, sk)
     spec = MatvecSpec(
         dtype=_element(a),
@@ -127,16 +130,17 @@ def _lower(module: ir.Operation, op: ir.Operation, options: Options, symbol: str
         num_warps=num_warps,
         num_stages=num_stages,
         arch=int(options.arch.removeprefix("sm_").rstrip("a")),
+        **(epilogue.spec_fields(product.results[0]) if epilogue else {}),
     )
     kernel = compile_matvec(spec)
-    inputs, tagged = [a, base], (MARKER, spec.to_json())
+    inputs = [a, base, *(epilogue.inputs if epilogue else [])]
     dispatch.replace_by_kernel(
-        module, replaced, op.location, symbol, kernel, inputs, spec.grid, tagged
+        module, replaced, op.location, symbol, kernel, inputs, spec.grid, (MARKER, spec.to_json())
     )
     remarks.emit(
         op.location,
         f"matrix-vector product lowered to a generated {options.arch} kernel "
         f"({spec.dtype}, K={k}, N={n}, {block_n} outputs per program"
-        f"{', the weight read transposed' if sk == 1 else ''})",
+        f"{', the weight read transposed' if sk == 1 else ''}){epilogues.said(epilogue)}",
     )
-    erase_dead([replaced, op] if replaced != op else [op])
+    erase_dead(epilogues.replaced(op, product, epilogue))

@@ -77,3 +77,36 @@ def test_more_than_one_row_stays_with_iree() -> None:
     x = torch.randn(2, 1, 64).half()
     fused = fc.compile(model, (x,), target="cuda", cuda_arch="sm_90", compile_to="fused")
     assert _specs(fused) == []
+
+
+class DecodeMLP(torch.nn.Module):
+    """Llama's MLP on one token, with its residual: three one-row products."""
+
+    def __init__(self, d: int, f: int):
+        super().__init__()
+        self.gate = torch.nn.Linear(d, f, bias=False)
+        self.up = torch.nn.Linear(d, f, bias=False)
+        self.down = torch.nn.Linear(f, d, bias=False)
+
+    def forward(self, x):
+        return x + self.down(torch.nn.functional.silu(self.gate(x)) * self.up(x))
+
+
+def test_one_token_products_compute_what_follows_them_before_their_store() -> None:
+    """A decoding step's MLP: SiLU(gate) · up in gate's kernel (reading up's result) and
+    the residual in down's: three dispatches, no elementwise one."""
+    torch.manual_seed(0)
+    mlp = DecodeMLP(64, 192).half().eval()
+    x = torch.randn(1, 1, 64).half()
+    flow = fc.compile(mlp, (x,), target="cuda", cuda_arch="sm_90", compile_to="flow")
+    assert flow.stats["dispatches"] == 3, flow.remarks
+    fused = fc.compile(mlp, (x,), target="cuda", cuda_arch="sm_90", compile_to="fused")
+    up, gate, down = sorted(_specs(fused), key=lambda s: (s.epilogue is not None, s.k))
+    assert up.epilogue is None and gate.epilogue_inputs == down.epilogue_inputs == ("f16",)
+    weights = {name: getattr(mlp, name).weight.detach() for name in ("gate", "up", "down")}
+    row = x.reshape(64)
+    hidden = run_interpreted(gate, row, weights["gate"], run_interpreted(up, row, weights["up"]))
+    got = run_interpreted(down, hidden, weights["down"], x)
+    with torch.no_grad():
+        want = mlp.double()(x.double()).reshape(64)
+    assert rel_error(got, want) < 3e-3

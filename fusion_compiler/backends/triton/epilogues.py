@@ -125,9 +125,33 @@ def coordinates(shape: list[int], n: int) -> list[str]:
 
 @dataclass(frozen=True)
 class Epilogue:
-    ops: list[ir.Operation]  # the chain computed in the kernel, the last's result replaced
-    code: str
-    inputs: list[ir.Value]
+    ops: list[ir.Operation]  # computed in the kernel, in program order; the last's replaced
+    code: str  # what the kernel stores: a Triton expression of x, rows, cols, L0, L1, ...
+    inputs: list[ir.Value]  # the tensors L0, L1, ... read
+
+    def spec_fields(self, product: ir.Value) -> dict[str, object]:
+        """A product kernel's spec fields for this epilogue of ``product``."""
+        return dict(
+            epilogue=self.code,
+            epilogue_inputs=tuple(_element(v) for v in self.inputs),
+            product_dtype=_element(product),
+        )
+
+
+def said(epilogue: Epilogue | None) -> str:
+    """What a product's remark adds for its epilogue."""
+    if epilogue is None:
+        return ""
+    count = sum(o.name == "linalg.generic" for o in epilogue.ops)
+    text = f"; the {count} elementwise op(s) after it computed before its store"
+    return text + (f" (reading {len(epilogue.inputs)} more tensor(s))" if epilogue.inputs else "")
+
+
+def replaced(op: ir.Operation, product: ir.Operation, epilogue: Epilogue | None) -> list:
+    """What a product's lowering replaced, users first: the epilogue's ops, the cast after
+    the product (``product``, when not ``op``), ``op``."""
+    ops = list(reversed(epilogue.ops)) if epilogue else []
+    return [*ops, *([product] if product != op else []), op]
 
 
 def find(product: ir.Value, n: int) -> Epilogue | None:

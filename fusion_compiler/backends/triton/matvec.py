@@ -7,7 +7,9 @@ accumulating ``BLOCK_N x BLOCK_K`` products in f32 and reducing them once at the
 with ``SPLIT_K`` > 1, programs share each output's K range and add their parts into an
 f32 output with atomics (which must start at zero). W is read through its strides (``SK``
 along K, ``SN`` along N), so a transposed weight (PyTorch's (N, K) Linear weight read as
-its (K, N) transpose) is read in place.
+its (K, N) transpose) is read in place. ``matvec_kernel.source`` writes a variant of this
+file that computes the elementwise ops after the product (a residual add, SiLU(gate) · up)
+before the store (``epilogues``; one program's outputs are its (1, BLOCK_N) tile).
 """
 
 import triton
@@ -18,6 +20,7 @@ import triton.language as tl
 def matvec(
     X,  # (K,) the row
     W,  # element (k, n) at k * SK + n * SN
+    # epilogue inputs
     Out,  # (N,)
     K: tl.constexpr,
     N: tl.constexpr,
@@ -44,4 +47,5 @@ def matvec(
     if SPLIT_K > 1:
         tl.atomic_add(Out + n, out, mask=n < N, sem="relaxed")
     else:
-        tl.store(Out + n, out.to(Out.dtype.element_ty), mask=n < N)
+        y = out  # epilogue
+        tl.store(Out + n, tl.reshape(y.to(Out.dtype.element_ty), (BLOCK_N,)), mask=n < N)

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from fusion_compiler.backends import spec as backend_spec
-from fusion_compiler.backends.triton import standalone
+from fusion_compiler.backends.triton import epilogues, standalone
+
+_HERE = Path(__file__).parent
 
 # the matvec's dispatches carry their spec as JSON under this attribute
 MARKER = "fusion.matvec_kernel"
@@ -28,6 +31,13 @@ class MatvecSpec:
     num_warps: int = 4
     num_stages: int = 3
     arch: int = 90
+    # the elementwise ops after the product, computed before the store (as MatmulSpec's)
+    epilogue: str | None = None
+    epilogue_inputs: tuple[str, ...] = ()
+    product_dtype: str | None = None
+
+    def __post_init__(self) -> None:  # read back from JSON: a list
+        object.__setattr__(self, "epilogue_inputs", tuple(self.epilogue_inputs))
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -64,13 +74,30 @@ def tiles(k: int, n: int, sk: int) -> tuple[int, int, int, int]:
     return 64, 64, 4, 3
 
 
+def source(spec: MatvecSpec) -> str | None:
+    """``matvec.py`` with ``spec``'s epilogue (None: the file as it is), computed at each of
+    a program's outputs: row 0, columns ``n``."""
+    if spec.epilogue is None:
+        return None
+    setup = [
+        "rows = tl.zeros([1], tl.int32)",
+        "cols = n",
+        "inside = cols[None, :] < N",
+    ]
+    text = (_HERE / "matvec.py").read_text()
+    dtype = spec.product_dtype or spec.out_dtype
+    return epilogues.apply(text, len(spec.epilogue_inputs), "out", dtype, spec.epilogue, setup)
+
+
 def compile_matvec(spec: MatvecSpec) -> backend_spec.Kernel:
     """The cubin of ``spec``'s kernel, from the cache when it was built before."""
-    pointers = {"X": spec.dtype, "W": spec.dtype, "Out": spec.out_dtype}
+    epilogue = {f"L{i}": t for i, t in enumerate(spec.epilogue_inputs)}
+    pointers = {"X": spec.dtype, "W": spec.dtype, **epilogue, "Out": spec.out_dtype}
     options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}
-    return standalone.compile_standalone("matvec", spec, pointers, options)
+    return standalone.compile_standalone("matvec", spec, pointers, options, source(spec))
 
 
-def run_interpreted(spec: MatvecSpec, x, w):  # tensors -> tensor
-    """The kernel under Triton's interpreter: x (K,), w the tensor W's strides index."""
-    return standalone.run_interpreted("matvec", spec, x, w)
+def run_interpreted(spec: MatvecSpec, x, w, *epilogue_inputs):  # tensors -> tensor
+    """The kernel under Triton's interpreter: x (K,), w the tensor W's strides index, then
+    the epilogue's inputs."""
+    return standalone.run_interpreted("matvec", spec, x, w, *epilogue_inputs, source=source(spec))
