@@ -82,6 +82,7 @@ def source(spec: MatvecSpec) -> str | None:
     setup = [
         "rows = tl.zeros([1], tl.int32)",
         "cols = n",
+        "M = 1",
         "inside = cols[None, :] < N",
     ]
     text = (_HERE / "matvec.py").read_text()
