@@ -107,6 +107,27 @@ def test_vulkan_kernel_matches_pytorch(name: str) -> None:
 
 
 @needs_glslang
+@needs_vulkan
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_slices_of_a_fused_projection_are_read_where_they_are(dtype) -> None:
+    """GPT-2's attention: Q, K and V split off one (B, N, 3·H·D) tensor; the shader reads
+    each from where it starts there: one dispatch, no copy of a slice."""
+    from test_kernel_attention import FusedQKV
+
+    torch.manual_seed(0)
+    model = FusedQKV(4, causal=True).eval().to(dtype)
+    qkv = torch.randn(2, 40, 3 * 4 * 16).to(dtype)
+    options = dict(target="vulkan", vulkan_target=ANY_VULKAN)
+    flow = fc.compile(model, example_args=(qkv,), compile_to="flow", **options)
+    assert flow.stats["dispatches"] == 1, flow.remarks
+    fresh = torch.randn_like(qkv)
+    got = fc.load(fc.compile(model, example_args=(qkv,), **options), device="vulkan")(fresh)
+    with torch.no_grad():
+        want = model.double()(fresh.double())
+    assert rel_error(got, want) < BOUND[dtype]
+
+
+@needs_glslang
 def test_head_dim_above_256_is_left_for_decomposition_and_says_why() -> None:
     _, _, module = _compile(dict(), (1, 1, 1, 8, 8, 512), torch.float32, compile_to="fused")
     reasons = [r.message for r in module.remarks if "left for decomposition" in r.message]

@@ -253,21 +253,19 @@ def kv_group(op: ir.Operation, form: Layout) -> int:
     return k[1]
 
 
-def operand_views(
-    op: ir.Operation, form: Layout, group: int, mask: str | MaskCode | None, slices: bool = False
-):
+def operand_views(op: ir.Operation, form: Layout, group: int, mask: str | MaskCode | None):
     """The dispatch's input tensors (Q, K, V, then the mask's), the kernel's views of Q,
-    K, V and a read mask, and where Q, K and V start in their tensors. ``mask``: "read"
-    (the materialised mask), the code computing it in the kernel, or None. ``slices``:
-    Q, K and V that are slices of one tensor are read there (the kernel takes starts)."""
+    K, V and a read mask, and where Q, K and V start in their tensors (slices of one
+    tensor, a fused QKV projection's, are read there). ``mask``: "read" (the materialised
+    mask), the code computing it in the kernel, or None."""
     q, k, v = list(op.operands)[:3]
-    q_base, q_view, q_start = strided_view(q, ["n_q", None], slices=slices)
+    q_base, q_view, q_start = strided_view(q, ["n_q", None], slices=True)
     if form.k_transposed:  # (batch, D, N_K): the kernel's view is (batch, key, dim)
-        k_base, (sb, sh, h, s1, s2), k_start = strided_view(k, [None, "n_k"], group, slices)
+        k_base, (sb, sh, h, s1, s2), k_start = strided_view(k, [None, "n_k"], group, True)
         k_view = (sb, sh, h, s2, s1)
     else:
-        k_base, k_view, k_start = strided_view(k, ["n_k", None], group, slices)
-    v_base, v_view, v_start = strided_view(v, ["n_k", None], group, slices)
+        k_base, k_view, k_start = strided_view(k, ["n_k", None], group, True)
+    v_base, v_view, v_start = strided_view(v, ["n_k", None], group, True)
     if mask == "read":
         m_base, m_view, _ = strided_view(op.operands[4], ["n_q", "n_k"])
         mask_inputs = [m_base]
@@ -368,7 +366,7 @@ def plan_kernel(
     if mask == "read" and mask_dtype is None:
         return "mask element type is not f16, bf16 or f32"
     try:
-        inputs, views, starts = operand_views(op, form, group, mask, slices=target == "cuda")
+        inputs, views, starts = operand_views(op, form, group, mask)
         plan = output_plan(op)
     except ValueError as why:  # a dynamic size the views cannot express
         return str(why)

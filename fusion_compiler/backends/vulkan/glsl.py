@@ -93,8 +93,6 @@ def unsupported(spec: VulkanSpec, sizes: list[list[int]]) -> str | None:
         return f"a {spec.mask_dtype} mask (the Vulkan kernel takes f16, bf16 and f32)"
     if any(isinstance(s, str) and not _LENGTHS.fullmatch(s) for v in spec.views for s in v):
         return "a dynamic stride other than a product of sequence lengths"
-    if any(spec.offsets):
-        return "operands starting inside their tensors (slices read in place)"
     if max(spec.d, spec.dv) > 256:
         return f"head dim {max(spec.d, spec.dv)} above 256"
     for shape in sizes:
@@ -184,10 +182,10 @@ def _uint(stride) -> str:
     return f"({unsigned})"
 
 
-def _view(view: View) -> str:
+def _view(view: View, start: int = 0) -> str:
     sb, sh, h, sr, sc = (_uint(s) if i != 2 else s for i, s in enumerate(view))
     batch = f"batch * {sb}" if h == 1 else f"(batch / {h}u) * {sb} + (batch % {h}u) * {sh}"
-    return f"{batch} + row * {sr} + col * {sc}"
+    return f"{f'{start}u + ' if start else ''}{batch} + row * {sr} + col * {sc}"
 
 
 def in_words(glsl_type: str, b16: bool, b8: bool) -> int:
@@ -275,9 +273,9 @@ def source_of(spec: VulkanSpec) -> str:
         SWAMP=repr(spec.mask_swamps or 0.0),
         QK_SCALE=repr(spec.qk_scale),
         SCORE=spec.score,
-        Q_VIEW=_view(q_view),
-        K_VIEW=_view(k_view),
-        V_VIEW=_view(v_view),
+        Q_VIEW=_view(q_view, spec.offsets[0]),
+        K_VIEW=_view(k_view, spec.offsets[1]),
+        V_VIEW=_view(v_view, spec.offsets[2]),
         M_VIEW=_view(m_view),
         O_VIEW=_view(o_view),
     )
