@@ -146,3 +146,43 @@ def test_rows_tma_cannot_read_stay_with_iree_and_say_why() -> None:
     assert _specs(fused) == []
     said = [str(r) for r in fused.remarks if "matrix product left to IREE" in str(r)]
     assert said and "multiple of 8" in said[0], fused.remarks
+
+
+class Compared(torch.nn.Module):
+    """A product's bias, then a compare: the epilogue stops at the last float."""
+
+    def __init__(self, d: int):
+        super().__init__()
+        self.linear = torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.linear(x) > 0
+
+
+@pytest.mark.parametrize("rows", [48, 1])  # the product kernel and the one-row kernel
+def test_an_epilogue_ends_at_the_last_float_result(rows) -> None:
+    """A compare (an i1 result) after the bias stays with IREE; the bias is the kernel's."""
+    model = Compared(64).half().eval()
+    fused = _compile(model, torch.randn(2 if rows > 1 else 1, rows, 64).half())
+    said = [str(r) for r in fused.remarks if "computed before its store" in str(r)]
+    assert len(said) == 1 and "the 1 elementwise op(s)" in said[0], fused.remarks
+    assert "arith.cmpf" in fused.mlir
+
+
+def test_bf16_epilogue_rounds_to_nearest_even_as_pytorch() -> None:
+    """The interpreter's bf16 arithmetic (patch_interpreter) rounds each op to nearest
+    even, as the GPU and PyTorch do: exact products of small integers plus a bias that
+    needs rounding give PyTorch's bits."""
+    torch.manual_seed(0)
+    model = Projection(64, 64, bias=True).bfloat16().eval()
+    with torch.no_grad():
+        model.linear.weight.copy_(torch.randint(-2, 3, (64, 64)).bfloat16())
+        model.linear.bias.copy_((torch.rand(64) * 0.03).bfloat16())
+    x = torch.randint(-2, 3, (2, 40, 64)).bfloat16()
+    (spec,) = _specs(_compile(model, x))
+    assert spec.epilogue_inputs == ("bf16",)
+    rows = x.reshape(80, 64)
+    got = run_interpreted(spec, rows, model.linear.weight.detach(), model.linear.bias.detach())
+    with torch.no_grad():
+        want = model(x).reshape(80, 64)
+    assert torch.equal(got, want)

@@ -70,6 +70,16 @@ def _region(product: ir.Value) -> list[ir.Operation]:
             found.append(user)
             values.append(user.results[0])
             pending.append(user.results[0])
+    # an op admitted before a value it reads at another element joined the region (a
+    # transposed read of an intermediate) is not elementwise in it: drop such ops until
+    # every op is checked against the region it ends up in (what they fed then reads an
+    # outside value, which ``_closed`` refuses where it matters)
+    while True:
+        values = [product, *(f.results[0] for f in found)]
+        kept = [f for f in found if _follows_elementwise(f, values)]
+        if len(kept) == len(found):
+            break
+        found = kept
     if not found:
         return []
     block = found[0].block  # elementwise ops on tensors: one block, in program order
@@ -170,6 +180,8 @@ def find(product: ir.Value, n: int) -> Epilogue | None:
         if not _closed(ops, product):
             continue
         result = sink.results[0]
+        if _element(result) not in FLOATS:  # a compare, an integer cast: IREE's
+            continue
         try:
             tree = expr.of_chain(result, ops)
             tree = expr.replace_input(tree, product, expr.Arg(_element(product)))

@@ -63,14 +63,17 @@ def patch_interpreter() -> None:
         result = binary(self, bf16_as_floats(lhs), bf16_as_floats(rhs), op)
         if op in compares:
             return result
-        return self.create_fp_trunc(result, tl.bfloat16)
+        return interpreter.TensorHandle(bf16_bits(result.data), tl.bfloat16)
 
     interpreter.InterpreterBuilder.binary_op = binary_op
 
-    def get_bf16(self, value):  # a constant in a bf16 expression: its bits, rounded to even
-        bits = np.array([value], dtype=np.float32).view(np.uint32)
-        rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-        return interpreter.TensorHandle(rounded.astype(np.uint16), tl.bfloat16)
+    def bf16_bits(floats):
+        """float32 values as bf16 bits, rounded to nearest even (as the GPU and PyTorch)."""
+        bits = np.asarray(floats, dtype=np.float32).view(np.uint32)
+        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+    def get_bf16(self, value):  # a constant in a bf16 expression
+        return interpreter.TensorHandle(bf16_bits(np.array([value])), tl.bfloat16)
 
     interpreter.InterpreterBuilder.get_bf16 = get_bf16
 
