@@ -374,8 +374,8 @@ def test_slices_of_a_fused_projection_are_read_where_they_are(causal: bool) -> N
     flow = fc.compile(
         model, example_args=(qkv,), target="cuda", cuda_arch="sm_90", compile_to="flow"
     )
-    assert flow.stats["dispatches"] == 1
-    spec = _compile_spec(model, (qkv,))
+    assert flow.stats["dispatches"] == 1 and flow.stats["attention_ops"] == 1
+    spec = _dispatch_inputs(flow)[0]
     assert spec.offsets == (0, h * d, 2 * h * d)
     rows = 3 * h * d  # a token's Q, K and V
     assert spec.views[:3] == ((n * rows, d, h, rows, 1),) * 3

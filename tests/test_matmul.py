@@ -123,7 +123,7 @@ def test_bias_activation_and_residual_computed_before_the_store(dtype, act) -> N
     x = torch.randn(3, 40, 96).to(dtype)
     flow = fc.compile(model, (x,), target="cuda", cuda_arch="sm_90", compile_to="flow")
     assert flow.stats["dispatches"] == 1, flow.remarks
-    (spec,) = _specs(_compile(model, x))
+    (spec,) = _specs(flow)
     assert spec.epilogue is not None and len(spec.epilogue_inputs) == 2
     bias = model.linear.bias.detach()
     # the epilogue's inputs, in its order: the bias (96,) and the residual (3, 40, 96)
