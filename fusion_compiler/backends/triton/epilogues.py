@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from fusion_compiler.backends.triton import mask as kernel_mask
 from fusion_compiler.dialects import expr, linalg
@@ -220,3 +221,13 @@ def apply(
     body = "".join(f"{indent}{line}\n" for line in lines)
     inputs = "".join(f"{params}L{i},\n" for i in range(n_inputs))
     return text.replace(inputs_mark, inputs).replace(value_mark, body)
+
+
+def kernel_source(name: str, spec, stored: str, setup: list[str]) -> str | None:
+    """``name``.py (beside this module) with ``spec``'s epilogue written in (``apply``);
+    None where the spec has none (the file as it is)."""
+    if spec.epilogue is None:
+        return None
+    text = (Path(__file__).parent / f"{name}.py").read_text()
+    dtype = spec.product_dtype or spec.out_dtype
+    return apply(text, len(spec.epilogue_inputs), stored, dtype, spec.epilogue, setup)

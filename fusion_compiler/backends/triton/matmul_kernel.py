@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from fusion_compiler.backends import spec as backend_spec
 from fusion_compiler.backends.triton import epilogues, standalone
 
-_HERE = Path(__file__).parent
 # the matmul's dispatches carry their spec as JSON under this attribute
 MARKER = "fusion.matmul_kernel"
 # TMA reads and writes rows whose byte strides are multiples of 16
@@ -98,16 +96,12 @@ def tiles(m: int, n: int) -> dict[str, int]:
 def source(spec: MatmulSpec) -> str | None:
     """``matmul.py`` with ``spec``'s epilogue (None: the file as it is), computed at each
     element of the tile, whose coordinates in the output are ``rows`` and ``cols``."""
-    if spec.epilogue is None:
-        return None
     setup = [
         "rows = block_m * BLOCK_M + tl.arange(0, BLOCK_M)",
         "cols = block_n * BLOCK_N + tl.arange(0, BLOCK_N)",
         "inside = (rows[:, None] < M) & (cols[None, :] < N)",
     ]
-    text = (_HERE / "matmul.py").read_text()
-    dtype = spec.product_dtype or spec.out_dtype
-    return epilogues.apply(text, len(spec.epilogue_inputs), "acc", dtype, spec.epilogue, setup)
+    return epilogues.kernel_source("matmul", spec, "acc", setup)
 
 
 def compile_matmul(spec: MatmulSpec) -> backend_spec.Kernel:

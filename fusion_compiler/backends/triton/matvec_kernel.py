@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from fusion_compiler.backends import spec as backend_spec
 from fusion_compiler.backends.triton import epilogues, standalone
 
-_HERE = Path(__file__).parent
 
 # the matvec's dispatches carry their spec as JSON under this attribute
 MARKER = "fusion.matvec_kernel"
@@ -77,17 +75,13 @@ def tiles(k: int, n: int, sk: int) -> tuple[int, int, int, int]:
 def source(spec: MatvecSpec) -> str | None:
     """``matvec.py`` with ``spec``'s epilogue (None: the file as it is), computed at each of
     a program's outputs: row 0, columns ``n``."""
-    if spec.epilogue is None:
-        return None
     setup = [
         "rows = tl.zeros([1], tl.int32)",
         "cols = n",
         "M = 1",
         "inside = cols[None, :] < N",
     ]
-    text = (_HERE / "matvec.py").read_text()
-    dtype = spec.product_dtype or spec.out_dtype
-    return epilogues.apply(text, len(spec.epilogue_inputs), "out", dtype, spec.epilogue, setup)
+    return epilogues.kernel_source("matvec", spec, "out", setup)
 
 
 def compile_matvec(spec: MatvecSpec) -> backend_spec.Kernel:
