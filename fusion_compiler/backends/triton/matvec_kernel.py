@@ -9,7 +9,6 @@ from dataclasses import asdict, dataclass
 from fusion_compiler.backends import spec as backend_spec
 from fusion_compiler.backends.triton import epilogues, standalone
 
-
 # the matvec's dispatches carry their spec as JSON under this attribute
 MARKER = "fusion.matvec_kernel"
 
