@@ -6,26 +6,28 @@ On the CPU machine:  .venv/bin/python benchmarks/mask_forms_gpu.py prepare build
 On the GPU machine:  python3 benchmarks/mask_forms_gpu.py run build/mask_forms OUT
 
 fp16, B4 H16 D128, N 2048 (the offset cases: 512 queries over 2048 keys, each query sees
-the keys up to its position + 1536, as a chunk of a prompt after a cache). Each case is
-one spelling (``SPELLINGS``): causal as a registered tril buffer with masked_fill(-inf),
+the keys up to its position + 1536, as a chunk of a prompt after a cache). Each case is one
+spelling (``SPELLINGS``): causal as a registered tril buffer with masked_fill(-inf),
 torch.full(-inf).triu(1) added, torch.where(keep, s, finfo.min), an arange compare with
-masked_fill, F.scaled_dot_product_attention(is_causal=True), SDPA with a boolean
-attn_mask, and transformers' own causal mask (``masking_utils.create_causal_mask`` from the
-positions, as Llama builds it without an attention_mask) with its SDPA and its eager
-attention function; the offset mask as an arange compare and as tril(diagonal); a padding mask
-(the last 300 keys of every sequence) as SDPA's boolean attn_mask, masked_fill(~keep,
--inf), an added where(keep, 0, -inf) and an added (1 - keep)·finfo.min; a sliding window
-of 512 keys (each query's own and the 511 before it) as an arange compare with
-masked_fill, torch.where with finfo.min, SDPA's boolean attn_mask and a triu(-inf) plus
-the window's own -inf band; packed documents of 512 tokens (document ids as an input,
-causal within each) as SDPA's boolean mask; chunked local attention (chunks of 512,
-causal within each) and a prefix-LM mask (the first 256 keys seen by every query) as
-arange compares with masked_fill; no mask at all, half of every sequence padded, and
-packed documents attending to all of themselves (masked_fill), the cases a block map's
-time is compared with. The causal spellings again at the causal shapes of the masks
-issue's grid (``GRID``: B2 H16 N2048, B1 H16 N4096, B1 H32 N8192 bf16, B1 H8 N32768; the
-offsets with a quarter of the keys' queries), named spelling@shape, against cuDNN once
-per shape.
+masked_fill, F.scaled_dot_product_attention(is_causal=True), SDPA with a boolean attn_mask,
+and transformers' own causal mask (``masking_utils.create_causal_mask`` from the positions,
+as Llama builds it without an attention_mask) with its SDPA and its eager attention
+function; the offset mask as an arange compare and as tril(diagonal); a padding mask (the
+last 300 keys of every sequence) as SDPA's boolean attn_mask, masked_fill(~keep, -inf), an
+added where(keep, 0, -inf) and an added (1 - keep)·finfo.min; a sliding window of 512 keys
+(each query's own and the 511 before it) as an arange compare with masked_fill, torch.where
+with finfo.min, SDPA's boolean attn_mask and a triu(-inf) plus the window's own -inf band;
+packed documents of 512 tokens (document ids as an input, causal within each) as SDPA's
+boolean mask; chunked local attention (chunks of 512, causal within each) and a prefix-LM
+mask (the first 256 keys seen by every query) as arange compares with masked_fill; no mask
+at all, half of every sequence padded, and packed documents attending to all of themselves
+(masked_fill), the cases a block map's time is compared with. The causal spellings again at
+the causal shapes of the masks issue's grid (``GRID``: B2 H16 N2048, B1 H16 N4096, B1 H32
+N8192 bf16, B1 H8 N32768; the offsets with a quarter of the keys' queries), named
+spelling@shape, against cuDNN once per shape.
+The windows again at B1 H8 N32768, of 512 and 4096 keys, against the unmasked
+call there; the unmasked call at B16 H16 N512 (the packed documents' work as
+separate sequences).
 
 Systems: ours_sm90 (fc.compile of the spelling, cuda_arch="sm_90"; a spelling that does
 not compile is a record saying so), torch_sdpa_cudnn (SDPA under cuDNN with the case's
@@ -170,25 +172,25 @@ def padding_finfo_min_added(m, q, k, v, keep):
     return _attend(s + (1.0 - keep[:, None, None, :].to(s.dtype)) * torch.finfo(s.dtype).min, v)
 
 
-def _window(s: torch.Tensor) -> torch.Tensor:
+def _window(s: torch.Tensor, window: int) -> torch.Tensor:
     rows, cols = _rows_cols(s)
-    return (cols <= rows) & (cols > rows - WINDOW)
+    return (cols <= rows) & (cols > rows - window)
 
 
 def window_arange_masked_fill(m, q, k, v):
     s = _scores(q, k)
-    return _attend(s.masked_fill(~_window(s), NEG_INF), v)
+    return _attend(s.masked_fill(~_window(s, m.spelling.window), NEG_INF), v)
 
 
 def window_where_finfo_min(m, q, k, v):
     s = _scores(q, k)
-    return _attend(torch.where(_window(s), s, torch.finfo(s.dtype).min), v)
+    return _attend(torch.where(_window(s, m.spelling.window), s, torch.finfo(s.dtype).min), v)
 
 
 def window_sdpa_bool(m, q, k, v):
     rows = torch.arange(q.shape[-2], device=q.device)[:, None]
     cols = torch.arange(k.shape[-2], device=q.device)[None, :]
-    keep = (cols <= rows) & (cols > rows - WINDOW)
+    keep = (cols <= rows) & (cols > rows - m.spelling.window)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
 
 
@@ -196,7 +198,8 @@ def window_triu_plus_band(m, q, k, v):
     s = _scores(q, k)
     rows, cols = _rows_cols(s)
     causal = torch.full(s.shape[-2:], NEG_INF, device=s.device).triu(1)
-    band = torch.zeros(s.shape[-2:], device=s.device).masked_fill(cols <= rows - WINDOW, NEG_INF)
+    window = m.spelling.window
+    band = torch.zeros(s.shape[-2:], device=s.device).masked_fill(cols <= rows - window, NEG_INF)
     return _attend(s + causal + band, v)
 
 
@@ -250,6 +253,7 @@ class Spelling:
     n: int = N  # keys
     d: int = D
     dtype: torch.dtype = torch.float16
+    window: int = WINDOW  # the window's keys per query, for "window"
 
 
 # a row per case: its name is the spelling's
@@ -309,6 +313,19 @@ SPELLINGS.update(
         if s.mask in ("window", "full") and "@" not in name
     }
 )
+# the packed documents' work as separate sequences (B4 N2048 in documents of 512 is B16
+# N512): what a documents call could cost at best
+SPELLINGS["full_no_mask@B16H16N512"] = Spelling(full_no_mask, "full", 512, b=16, h=16, n=512)
+# and a window of Mistral's 4096 keys over the longest context
+SPELLINGS.update(
+    {
+        f"{name}@B1H8N32768W4096": Spelling(
+            s.forward, s.mask, 32768, **GRID["B1H8N32768"], window=4096
+        )
+        for name, s in list(SPELLINGS.items())
+        if s.mask == "window" and "@" not in name
+    }
+)
 
 
 class Model(torch.nn.Module):
@@ -358,7 +375,7 @@ def _allowed(spelling: Spelling, inputs: tuple) -> torch.Tensor:
     if spelling.mask == "prefix":
         return causal | (cols < PREFIX)
     if spelling.mask == "window":
-        return causal & ~torch.ones(nq, n, dtype=torch.bool, device=device).tril(-WINDOW)
+        return causal & ~torch.ones(nq, n, dtype=torch.bool, device=device).tril(-spelling.window)
     return causal
 
 
@@ -384,7 +401,7 @@ def _flex_window(spelling: Spelling) -> Callable:
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     def keep(b, h, q_idx, kv_idx):
-        return (kv_idx <= q_idx) & (kv_idx > q_idx - WINDOW)
+        return (kv_idx <= q_idx) & (kv_idx > q_idx - spelling.window)
 
     block_mask = create_block_mask(keep, None, None, spelling.nq, spelling.n, device="cuda")
     compiled = torch.compile(flex_attention)
