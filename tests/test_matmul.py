@@ -15,6 +15,7 @@ from conftest import kernel_specs, rel_error
 from test_matvec import Projection, RightMatrix
 
 import fusion_compiler as fc
+from fusion_compiler.backends.triton import epilogues, matmul_kernel
 from fusion_compiler.backends.triton.matmul_kernel import MARKER, MatmulSpec, run_interpreted
 
 pytestmark = pytest.mark.slow  # compiles for sm_90 and runs kernels under the interpreter
@@ -132,6 +133,29 @@ def test_bias_activation_and_residual_computed_before_the_store(dtype, act) -> N
     with torch.no_grad():
         want = model.double()(x.double()).reshape(120, 96)
     assert rel_error(got, want) < (3e-3 if dtype == torch.float16 else 2e-2)
+
+
+def test_the_epilogue_loads_are_issued_before_the_k_loop() -> None:
+    """The bias and the residual are loaded before the product's K loop, so that their
+    latency overlaps it (each once, however often the expression reads them); the
+    interpreted kernel above runs this source."""
+    model = Residual(96, "gelu").half().eval()
+    flow = fc.compile(
+        model, (torch.randn(3, 40, 96).half(),), target="cuda", cuda_arch="sm_90", compile_to="flow"
+    )
+    (spec,) = _specs(flow)
+    text = matmul_kernel.source(spec)
+    loop = text.index("for k in range(0, K, BLOCK_K)")
+    assert text.count("tl.load(") == 2 and "tl.load(" not in text[loop:]
+    assert text.index("e0 = tl.load(") < text.index("e1 = tl.load(") < loop
+
+
+def test_a_load_that_reads_the_product_stays_after_the_loop() -> None:
+    code = "tl.load(L0 + rows) + tl.load(L1 + (x > 0).to(tl.int32)) * tl.load(L0 + rows)"
+    assert epilogues.hoisted_loads(code) == (
+        "e0 + tl.load(L1 + (x > 0).to(tl.int32)) * e0",
+        ["tl.load(L0 + rows)"],
+    )
 
 
 def _first_is_bias(spec: MatmulSpec) -> bool:

@@ -15,6 +15,7 @@ into a kernel's source at the lines the kernel marks.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,10 @@ FLOATS = ("f16", "bf16", "f32")  # what an epilogue's inputs may hold
 # parameters (before Out), and the value it stores
 INPUTS_LINE = "# epilogue inputs\n"
 VALUE_LINE = "y = {}  # epilogue\n"
+# where a kernel may issue the epilogue's loads early (before its K loop), so that they
+# are in flight while it computes
+LOADS_LINE = "# epilogue loads\n"
+_LOAD = "tl.load("
 _TYPES = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32"}
 
 
@@ -202,25 +207,73 @@ def apply(
     """A kernel's source ``text`` with an epilogue: ``n_inputs`` pointers ``L0``... where
     it marks its inputs, and where it computes ``y = <stored>``, ``setup`` (defining
     ``rows``, ``cols`` and ``inside``), then ``x`` (the product in ``product_dtype``) and
-    ``y`` = ``code`` in the output's type."""
-    marks = [
-        line
-        for line in text.splitlines(keepends=True)
-        if line.strip() in (INPUTS_LINE.strip(), VALUE_LINE.format(stored).strip())
-    ]
-    if len(marks) != 2:
-        raise RuntimeError("the kernel's source lost the lines its epilogue replaces")
-    inputs_mark, value_mark = marks
-    indent = value_mark[: len(value_mark) - len(value_mark.lstrip())]
-    params = inputs_mark[: len(inputs_mark) - len(inputs_mark.lstrip())]
+    ``y`` = ``code`` in the output's type. Where the kernel also marks a place for the
+    epilogue's loads, the setup and every load of ``code`` that does not read ``x`` go
+    there, each into a variable ``e0``, ``e1``, ... that ``code`` then reads."""
+    inputs_mark = _marked(text, INPUTS_LINE)
+    value_mark = _marked(text, VALUE_LINE.format(stored))
+    loads_mark = _marked(text, LOADS_LINE, required=False)
+    early: list[str] = []
+    if loads_mark is not None:
+        code, loads = hoisted_loads(code)
+        early = [*setup, *(f"e{i} = {load}" for i, load in enumerate(loads))]
+        setup = []
     lines = [
         *setup,
         f"x = ({stored}).to({_TYPES[product_dtype]})",
         f"y = ({code}).to(Out.dtype.element_ty)",
     ]
-    body = "".join(f"{indent}{line}\n" for line in lines)
-    inputs = "".join(f"{params}L{i},\n" for i in range(n_inputs))
-    return text.replace(inputs_mark, inputs).replace(value_mark, body)
+    params = _indent(inputs_mark)
+    text = text.replace(inputs_mark, "".join(f"{params}L{i},\n" for i in range(n_inputs)))
+    text = text.replace(value_mark, "".join(f"{_indent(value_mark)}{x}\n" for x in lines))
+    if loads_mark is not None:
+        text = text.replace(loads_mark, "".join(f"{_indent(loads_mark)}{x}\n" for x in early))
+    return text
+
+
+def _marked(text: str, mark: str, required: bool = True) -> str | None:
+    """The one line of ``text`` that is ``mark`` (indented), or None where there is none
+    and it is not ``required``."""
+    lines = [line for line in text.splitlines(keepends=True) if line.strip() == mark.strip()]
+    if len(lines) == 1 or (not lines and not required):
+        return lines[0] if lines else None
+    raise RuntimeError("the kernel's source lost the lines its epilogue replaces")
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def hoisted_loads(code: str) -> tuple[str, list[str]]:
+    """``code`` with each outermost ``tl.load(...)`` that does not read ``x`` (the
+    product) replaced by ``e0``, ``e1``, ... in order of appearance (the same load by the
+    same name), and those loads."""
+    loads: list[str] = []
+    parts: list[str] = []
+    at = 0
+    while (start := code.find(_LOAD, at)) >= 0:
+        end = _closing(code, start + len(_LOAD) - 1)
+        load = code[start : end + 1]
+        parts.append(code[at:start])
+        if re.search(r"\bx\b", load):
+            parts.append(load)
+        else:
+            if load not in loads:
+                loads.append(load)
+            parts.append(f"e{loads.index(load)}")
+        at = end + 1
+    parts.append(code[at:])
+    return "".join(parts), loads
+
+
+def _closing(code: str, opening: int) -> int:
+    """The index of the parenthesis closing the one at ``opening``."""
+    depth = 0
+    for i in range(opening, len(code)):
+        depth += {"(": 1, ")": -1}.get(code[i], 0)
+        if depth == 0:
+            return i
+    raise ValueError(f"unbalanced parentheses in an epilogue: {code!r}")
 
 
 def kernel_source(name: str, spec, stored: str, setup: list[str]) -> str | None:

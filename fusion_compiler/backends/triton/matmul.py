@@ -11,7 +11,8 @@ groups of GROUP_M row blocks so that neighbouring programs share W's tiles in L2
 f32 accumulator is written in the output's type (a cast after the product, folded in).
 ``matmul_kernel.source`` writes a variant of this file that computes what the elementwise
 ops after the product make of it (a bias, an activation, a residual add) before the store
-(``epilogues``): inputs L0, L1, ... come before ``Out`` and ``y`` is their expression.
+(``epilogues``): inputs L0, L1, ... come before ``Out`` and ``y`` is their expression; its
+loads are issued before the K loop, so that they arrive while the tile is computed.
 """
 
 import triton
@@ -53,6 +54,7 @@ def matmul(
     out = tl.make_tensor_descriptor(
         Out, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N]
     )
+    # epilogue loads
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     for k in range(0, K, BLOCK_K):  # past K, TMA reads zeros
         x = a.load([block_m * BLOCK_M, k])
