@@ -29,6 +29,7 @@ from fusion_compiler.backends.triton.matmul_kernel import (
     MatmulSpec,
     aligned,
     compile_matmul,
+    compile_sum,
     tiles,
 )
 from fusion_compiler.ir import ir
@@ -121,19 +122,28 @@ def _lower(module: ir.Operation, op: ir.Operation, options: Options, symbol: str
         n=n,
         k=k,
         w_t=sk == 1,
-        **tiles(m, n),
+        **tiles(m, n, k),
         arch=int(options.arch.removeprefix("sm_").rstrip("a")),
         **(epilogue.spec_fields(product.results[0]) if epilogue else {}),
     )
-    kernel = compile_matmul(spec)
-    inputs = [a, base, *(epilogue.inputs if epilogue else [])]
-    dispatch.replace_by_kernel(
-        module, replaced, op.location, symbol, kernel, inputs, spec.grid, (MARKER, spec.to_json())
-    )
+    extra = list(epilogue.inputs) if epilogue else []
+    marker = (MARKER, spec.to_json())
+    if spec.split_k == 1:
+        steps = [dispatch.Step(symbol, compile_matmul(spec), [a, base, *extra], spec.grid)]
+    else:  # the partial products, then their sum and the epilogue
+        total = spec.sum()
+        steps = [
+            dispatch.Step(symbol, compile_matmul(spec), [a, base], spec.grid, spec.output),
+            dispatch.Step(
+                f"{symbol}_sum", compile_sum(total), [dispatch.PREVIOUS, *extra], total.grid
+            ),
+        ]
+    dispatch.replace_by_kernels(module, replaced, op.location, steps, marker)
+    split = f", split-K {spec.split_k}" if spec.split_k > 1 else ""
     remarks.emit(
         op.location,
         f"matrix product lowered to a generated {options.arch} kernel "
         f"({spec.dtype}, M={m}, K={k}, N={n}, tiles {spec.block_m}x{spec.block_n}x{spec.block_k}"
-        f"{', the weight read transposed' if spec.w_t else ''}){epilogues.said(epilogue)}",
+        f"{split}{', the weight read transposed' if spec.w_t else ''}){epilogues.said(epilogue)}",
     )
     erase_dead(epilogues.replaced(op, product, epilogue))

@@ -135,6 +135,38 @@ def test_bias_activation_and_residual_computed_before_the_store(dtype, act) -> N
     assert rel_error(got, want) < (3e-3 if dtype == torch.float16 else 2e-2)
 
 
+class DownProjection(torch.nn.Module):
+    """r + GELU(x W^T + b) with a long K and few outputs: Llama's down projection at few
+    rows, which fills too few tiles without split-K."""
+
+    def __init__(self, k: int, n: int):
+        super().__init__()
+        self.linear = torch.nn.Linear(k, n)
+
+    def forward(self, x, r):
+        return r + torch.nn.functional.gelu(self.linear(x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_few_tiles_over_a_long_k_split_it_and_sum_with_the_epilogue(dtype) -> None:
+    """Two output tiles over K = 4096: four programs share each tile's K, writing f32
+    partial products that a second kernel adds before the bias, GELU and residual."""
+    torch.manual_seed(0)
+    model = DownProjection(4096, 136).to(dtype).eval()
+    x, r = torch.randn(1, 96, 4096).to(dtype), torch.randn(1, 96, 136).to(dtype)
+    flow = fc.compile(model, (x, r), target="cuda", cuda_arch="sm_90", compile_to="flow")
+    (spec,) = _specs(flow)
+    assert (spec.m, spec.k, spec.n, spec.split_k) == (96, 4096, 136, 4), spec
+    assert flow.stats["dispatches"] == 2, flow.remarks  # the partial products, their sum
+    assert any("split-K 4" in str(r) for r in flow.remarks), flow.remarks
+    bias = model.linear.bias.detach()
+    inputs = [bias, r] if "tl.load(L0 + (cols" in spec.epilogue else [r, bias]  # by its reads
+    got = run_interpreted(spec, x.reshape(96, 4096), model.linear.weight.detach(), *inputs)
+    with torch.no_grad():
+        want = model.double()(x.double(), r.double()).reshape(96, 136)
+    assert rel_error(got, want) < (3e-3 if dtype == torch.float16 else 2e-2)
+
+
 def test_the_epilogue_loads_are_issued_before_the_k_loop() -> None:
     """The bias and the residual are loaded before the product's K loop, so that their
     latency overlaps it (each once, however often the expression reads them); the
@@ -145,7 +177,7 @@ def test_the_epilogue_loads_are_issued_before_the_k_loop() -> None:
     )
     (spec,) = _specs(flow)
     text = matmul_kernel.source(spec)
-    loop = text.index("for k in range(0, K, BLOCK_K)")
+    loop = text.index("for step in range(0, PER_SPLIT, BLOCK_K)")
     assert text.count("tl.load(") == 2 and "tl.load(" not in text[loop:]
     assert text.index("e0 = tl.load(") < text.index("e1 = tl.load(") < loop
 

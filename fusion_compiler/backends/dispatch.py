@@ -9,6 +9,7 @@ dispatches it like its own. Each dispatch carries its kernel's spec as JSON
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from fusion_compiler.backends.plan import KernelPlan, OutputPlan
 from fusion_compiler.backends.spec import Kernel, Problem
@@ -154,6 +155,56 @@ def dispatch_kernel(
     return dispatch.results[0]
 
 
+# a Step's argument that is the step before's result
+PREVIOUS = None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One dispatch of a kernel that stands alone (``replace_by_kernels``): its executable
+    ``symbol``, its ``inputs`` (``PREVIOUS``: the step before's result), a static grid,
+    and the (shape, element type) of its result where it is not the replaced op's."""
+
+    symbol: str
+    kernel: Kernel
+    inputs: list[ir.Value | None]
+    grid: tuple[int, int, int]
+    result: tuple[tuple[int, ...], str] | None = None
+
+
+def replace_by_kernels(
+    module: ir.Operation,
+    replaced: ir.Operation,
+    location: ir.Location,
+    steps: list[Step],
+    spec: tuple[str, str],
+) -> None:
+    """``replaced``'s one result made by flow.dispatches of ``steps``' kernels in order,
+    placed before it at ``location``; the first dispatch carries ``spec``, (attribute
+    name, the kernel's spec as JSON). A stand-alone kernel's lowering (a product, a
+    concatenation): the caller erases what is dead."""
+    value = None
+    with ir.InsertionPoint(replaced), location:
+        for n, step in enumerate(steps):
+            inputs = [value if x is PREVIOUS else x for x in step.inputs]
+            add_executable(module, step.symbol, step.kernel, len(inputs), step.grid)
+            result_type = replaced.results[0].type
+            if step.result is not None:
+                shape, element = step.result
+                result_type = ir.RankedTensorType.get(list(shape), ir.Type.parse(element))
+            value = dispatch_kernel(
+                step.symbol,
+                step.kernel,
+                [],
+                inputs,
+                result_type,
+                [],
+                {spec[0]: ir.StringAttr.get(spec[1])} if n == 0 else {},
+                step.grid[0] * step.grid[1] * step.grid[2],
+            )
+    replaced.results[0].replace_all_uses_with(value)
+
+
 def replace_by_kernel(
     module: ir.Operation,
     replaced: ir.Operation,
@@ -168,19 +219,7 @@ def replace_by_kernel(
     ``symbol``, a static ``grid``) on ``inputs``, placed before it at ``location``; the
     dispatch carries ``spec``, (attribute name, the kernel's spec as JSON). A stand-alone
     kernel's lowering (a product, a concatenation): the caller erases what is dead."""
-    with ir.InsertionPoint(replaced), location:
-        add_executable(module, symbol, kernel, len(inputs), grid)
-        result = dispatch_kernel(
-            symbol,
-            kernel,
-            [],
-            inputs,
-            replaced.results[0].type,
-            [],
-            {spec[0]: ir.StringAttr.get(spec[1])},
-            grid[0] * grid[1] * grid[2],
-        )
-    replaced.results[0].replace_all_uses_with(result)
+    replace_by_kernels(module, replaced, location, [Step(symbol, kernel, inputs, grid)], spec)
 
 
 def _reads_an_argument(value: ir.Value) -> bool:

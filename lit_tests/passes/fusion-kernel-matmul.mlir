@@ -158,3 +158,30 @@ func.func @transposed_read(%a: tensor<64x64xf16>, %w: tensor<64x64xf16>) -> tens
 // CHECK-LABEL: func.func @transposed_read(
 // CHECK: %[[D:.+]]:3 = flow.dispatch @fusion_matmul_0::@matmul(%{{[a-z0-9]+}}, %{{[a-z0-9]+}}) {fusion.matmul_kernel = "{{.*}}\22epilogue\22: null
 // CHECK-COUNT-4: linalg.generic
+
+// -----
+
+// Two 128x128 output tiles over K = 4096: too few programs for the GPU, so four share
+// each tile's K (split-K), writing their f32 partial products; a second kernel adds them
+// and the bias before the store.
+#row2 = affine_map<(d0, d1) -> (d1)>
+#id22 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @split_k(%x: tensor<128x4096xf16>, %w: tensor<4096x256xf16>, %b: tensor<256xf16>) -> tensor<128x256xf16> {
+  %zero = arith.constant 0.0 : f16
+  %pe = tensor.empty() : tensor<128x256xf16>
+  %acc = linalg.fill ins(%zero : f16) outs(%pe : tensor<128x256xf16>) -> tensor<128x256xf16>
+  // expected-remark @below {{matrix product lowered to a generated sm_90 kernel (f16, M=128, K=4096, N=256, tiles 128x128x64, split-K 4); the 1 elementwise op(s) after it computed before its store (reading 1 more tensor(s))}}
+  %p = linalg.matmul ins(%x, %w : tensor<128x4096xf16>, tensor<4096x256xf16>) outs(%acc : tensor<128x256xf16>) -> tensor<128x256xf16>
+  %biased = linalg.generic {indexing_maps = [#row2, #id22, #id22], iterator_types = ["parallel", "parallel"]} ins(%b, %p : tensor<256xf16>, tensor<128x256xf16>) outs(%pe : tensor<128x256xf16>) {
+  ^bb0(%bias: f16, %in: f16, %out: f16):
+    %s = arith.addf %bias, %in : f16
+    linalg.yield %s : f16
+  } -> tensor<128x256xf16>
+  return %biased : tensor<128x256xf16>
+}
+// CHECK-LABEL: func.func @split_k(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<128x4096xf16>, %[[W:[a-z0-9]+]]: tensor<4096x256xf16>, %[[B:[a-z0-9]+]]: tensor<256xf16>
+// CHECK: %[[P:.+]]:3 = flow.dispatch @fusion_matmul_0::@matmul(%[[X]], %[[W]]) {fusion.matmul_kernel = "{{.*}}\22split_k\22: 4{{.*}}"} : (tensor<128x4096xf16>, tensor<4096x256xf16>) -> (tensor<4x128x256xf32>, tensor<{{[0-9]+}}xi8>, tensor<1xi8>)
+// CHECK: %[[S:.+]]:3 = flow.dispatch @fusion_matmul_0_sum::@matmul_sum(%[[P]]#0, %[[B]]) : (tensor<4x128x256xf32>, tensor<256xf16>) -> (tensor<128x256xf16>, tensor<1xi8>, tensor<1xi8>)
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[S]]#0

@@ -9,6 +9,8 @@ BLOCK_K steps through a software pipeline of ``num_stages``; programs are ordere
 groups of GROUP_M row blocks so that neighbouring programs share W's tiles in L2. With
 ``W_T``, W is given as PyTorch's (N, K) Linear weight and read transposed in place. The
 f32 accumulator is written in the output's type (a cast after the product, folded in).
+Where the output has too few tiles to keep the multiprocessors busy, SPLIT_K programs
+share each tile's K and write their f32 partial products, which ``matmul_sum.py`` adds.
 ``matmul_kernel.source`` writes a variant of this file that computes what the elementwise
 ops after the product make of it (a bias, an activation, a residual add) before the store
 (``epilogues``): inputs L0, L1, ... come before ``Out`` and ``y`` is their expression; its
@@ -24,7 +26,7 @@ def matmul(
     A,  # (M, K), rows contiguous
     W,  # (K, N), or with W_T (N, K)
     # epilogue inputs
-    Out,  # (M, N)
+    Out,  # (M, N), or with SPLIT_K > 1 the f32 partial products (SPLIT_K, M, N)
     M: tl.constexpr,
     N: tl.constexpr,
     K: tl.constexpr,
@@ -33,6 +35,7 @@ def matmul(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
+    SPLIT_K: tl.constexpr,  # > 1: program 1 takes this share of K (split-K)
 ):
     row_blocks = tl.cdiv(M, BLOCK_M)
     column_blocks = tl.cdiv(N, BLOCK_N)
@@ -51,17 +54,30 @@ def matmul(
         w = tl.make_tensor_descriptor(
             W, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N]
         )
-    out = tl.make_tensor_descriptor(
-        Out, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N]
-    )
+    # split-K: program 1 takes its share of K, a constant trip count (a loop of run-time
+    # bounds keeps ptxas from pipelining wgmma: 'wgmma.mma_async instructions are
+    # serialized'); past K, TMA reads zeros
+    PER_SPLIT: tl.constexpr = (K + SPLIT_K * BLOCK_K - 1) // (SPLIT_K * BLOCK_K) * BLOCK_K
+    first = tl.program_id(1) * PER_SPLIT
     # epilogue loads
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-    for k in range(0, K, BLOCK_K):  # past K, TMA reads zeros
+    for step in range(0, PER_SPLIT, BLOCK_K):
+        k = first + step
         x = a.load([block_m * BLOCK_M, k])
         if W_T:
             y = w.load([block_n * BLOCK_N, k]).T
         else:
             y = w.load([k, block_n * BLOCK_N])
         acc = tl.dot(x, y, acc)
-    y = acc  # epilogue
-    out.store([block_m * BLOCK_M, block_n * BLOCK_N], y.to(Out.dtype.element_ty))
+    if SPLIT_K > 1:  # this share of the product, for ``matmul_sum``
+        partial = tl.make_tensor_descriptor(
+            Out, shape=[SPLIT_K, M, N], strides=[M * N, N, 1], block_shape=[1, BLOCK_M, BLOCK_N]
+        )
+        at = [tl.program_id(1), block_m * BLOCK_M, block_n * BLOCK_N]
+        partial.store(at, tl.reshape(acc, [1, BLOCK_M, BLOCK_N]))
+    else:
+        out = tl.make_tensor_descriptor(
+            Out, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N]
+        )
+        y = acc  # epilogue
+        out.store([block_m * BLOCK_M, block_n * BLOCK_N], y.to(Out.dtype.element_ty))

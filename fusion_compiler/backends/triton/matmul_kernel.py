@@ -1,10 +1,11 @@
-"""The sm_90 matrix product kernel (``matmul.py``): its spec, its tiles, its compile step,
-and a run under Triton's interpreter for the tests (``standalone``)."""
+"""The sm_90 matrix product kernel (``matmul.py``, with ``matmul_sum.py`` after a split-K
+one): its spec, its tiles, its compile step, and a run under Triton's interpreter for the
+tests (``standalone``)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from fusion_compiler.backends import spec as backend_spec
 from fusion_compiler.backends.triton import epilogues, standalone
@@ -13,6 +14,8 @@ from fusion_compiler.backends.triton import epilogues, standalone
 MARKER = "fusion.matmul_kernel"
 # TMA reads and writes rows whose byte strides are multiples of 16
 _ALIGN_BYTES = 16
+_SMS = 132  # multiprocessors of an H100 or H200
+_MAX_SPLIT = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,6 +34,7 @@ class MatmulSpec:
     group_m: int = 8
     num_warps: int = 8
     num_stages: int = 3
+    split_k: int = 1  # > 1: programs sharing each tile's K, their sum by ``matmul_sum``
     arch: int = 90
     # the elementwise ops after the product, computed before the store: a Triton
     # expression of ``x`` (the product in ``product_dtype``), the output's coordinates and
@@ -44,11 +48,34 @@ class MatmulSpec:
 
     @property
     def grid(self) -> tuple[int, int, int]:
-        return (-(-self.m // self.block_m) * -(-self.n // self.block_n), 1, 1)
+        return (-(-self.m // self.block_m) * -(-self.n // self.block_n), self.split_k, 1)
 
     @property
     def output(self) -> tuple[tuple[int, ...], str]:
+        """What ``matmul`` writes: the output, or split-K's partial products."""
+        if self.split_k > 1:
+            return (self.split_k, self.m, self.n), "f32"
         return (self.m, self.n), self.out_dtype
+
+    def product(self) -> MatmulSpec:
+        """The spec ``matmul`` is compiled for: split-K's partial products carry no
+        epilogue (``matmul_sum`` computes it)."""
+        if self.split_k == 1:
+            return self
+        return replace(self, epilogue=None, epilogue_inputs=(), product_dtype=None)
+
+    def sum(self) -> SumSpec:
+        """The ``matmul_sum`` kernel after a split-K product."""
+        return SumSpec(
+            m=self.m,
+            n=self.n,
+            split_k=self.split_k,
+            out_dtype=self.out_dtype,
+            epilogue=self.epilogue,
+            epilogue_inputs=self.epilogue_inputs,
+            product_dtype=self.product_dtype,
+            arch=self.arch,
+        )
 
     def constants(self) -> dict[str, object]:
         return {
@@ -60,6 +87,48 @@ class MatmulSpec:
             "BLOCK_N": self.block_n,
             "BLOCK_K": self.block_k,
             "GROUP_M": self.group_m,
+            "SPLIT_K": self.split_k,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SumSpec:
+    """``matmul_sum``: the sum of a split-K product's ``split_k`` partial products (f32),
+    then its epilogue, in ``out_dtype``."""
+
+    m: int
+    n: int
+    split_k: int
+    out_dtype: str
+    epilogue: str | None = None
+    epilogue_inputs: tuple[str, ...] = ()
+    product_dtype: str | None = None
+    block_m: int = 64
+    block_n: int = 128
+    num_warps: int = 4
+    arch: int = 90
+
+    def __post_init__(self) -> None:  # read back from JSON: a list
+        object.__setattr__(self, "epilogue_inputs", tuple(self.epilogue_inputs))
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (-(-self.m // self.block_m), -(-self.n // self.block_n), 1)
+
+    @property
+    def output(self) -> tuple[tuple[int, ...], str]:
+        return (self.m, self.n), self.out_dtype
+
+    def constants(self) -> dict[str, object]:
+        return {
+            "M": self.m,
+            "N": self.n,
+            "SPLIT_K": self.split_k,
+            "BLOCK_M": self.block_m,
+            "BLOCK_N": self.block_n,
         }
 
     def to_json(self) -> str:
@@ -76,20 +145,27 @@ def aligned(k: int, n: int, out_dtype: str) -> bool:
     )
 
 
-def tiles(m: int, n: int) -> dict[str, int]:
+def tiles(m: int, n: int, k: int) -> dict[str, int]:
     """Tiles by how many of them the output has (H100, fp16, benchmarks/results/
     matmul_h100.md, five tilings per product): 128x256x64 with 8 warps where there are
     about a wave of them or more (Llama-1B's products at 8192 rows: 587-748 TFLOP/s; its
     K/V projection, 128 such tiles, 587 against 474 with 128x128), 128x128x64 where there
     are half a wave of those (GPT-2's 512 rows by 2304 or 3072 outputs), else 64x64x64
     (GPT-2's 768 outputs from K 3072: 168 TFLOP/s against 126); 64-row tiles for a few
-    rows (a decoding batch)."""
+    rows (a decoding batch). Where 128x128 tiles fill at most half the multiprocessors
+    (Llama-1B's O and down projections at 512 rows: 64 tiles), split-K: as many programs
+    share each tile's K as fit in one wave, each at least 16 steps of K."""
     if m <= 64:
         return dict(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)
     if -(-m // 128) * -(-n // 256) >= 100:
         return dict(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3)
-    if -(-m // 128) * -(-n // 128) >= 64:
-        return dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4)
+    wide = dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4)
+    count = -(-m // 128) * -(-n // 128)
+    split = min(_MAX_SPLIT, _SMS // count, k // (16 * 64))
+    if count <= _SMS // 2 and split > 1 and split * m * n < 2**31:
+        return {**wide, "split_k": split}
+    if count >= 64:
+        return wide
     return dict(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=4)
 
 
@@ -104,15 +180,39 @@ def source(spec: MatmulSpec) -> str | None:
     return epilogues.kernel_source("matmul", spec, "acc", setup)
 
 
+def sum_source(spec: SumSpec) -> str | None:
+    """``matmul_sum.py`` with ``spec``'s epilogue (None: the file as it is)."""
+    return epilogues.kernel_source("matmul_sum", spec, "acc", [])
+
+
 def compile_matmul(spec: MatmulSpec) -> backend_spec.Kernel:
-    """The cubin of ``spec``'s kernel, from the cache when it was built before."""
+    """The cubin of ``spec``'s ``matmul`` (``spec.product()``), from the cache when it
+    was built before."""
+    spec = spec.product()
     epilogue = {f"L{i}": t for i, t in enumerate(spec.epilogue_inputs)}
-    pointers = {"A": spec.dtype, "W": spec.dtype, **epilogue, "Out": spec.out_dtype}
+    pointers = {"A": spec.dtype, "W": spec.dtype, **epilogue, "Out": spec.output[1]}
     options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}
     return standalone.compile_standalone("matmul", spec, pointers, options, source(spec))
 
 
+def compile_sum(spec: SumSpec) -> backend_spec.Kernel:
+    """The cubin of ``spec``'s ``matmul_sum``."""
+    epilogue = {f"L{i}": t for i, t in enumerate(spec.epilogue_inputs)}
+    pointers = {"Partial": "f32", **epilogue, "Out": spec.out_dtype}
+    options = {"num_warps": spec.num_warps, "num_stages": 1}
+    return standalone.compile_standalone("matmul_sum", spec, pointers, options, sum_source(spec))
+
+
 def run_interpreted(spec: MatmulSpec, a, w, *epilogue_inputs):  # tensors -> tensor
-    """The kernel under Triton's interpreter: a (M, K), w (K, N) or with ``w_t`` (N, K),
-    then the epilogue's inputs."""
-    return standalone.run_interpreted("matmul", spec, a, w, *epilogue_inputs, source=source(spec))
+    """The kernel (and after a split-K one, ``matmul_sum``) under Triton's interpreter:
+    a (M, K), w (K, N) or with ``w_t`` (N, K), then the epilogue's inputs."""
+    if spec.split_k == 1:
+        return standalone.run_interpreted(
+            "matmul", spec, a, w, *epilogue_inputs, source=source(spec)
+        )
+    product = spec.product()
+    partial = standalone.run_interpreted("matmul", product, a, w, source=source(product))
+    total = spec.sum()
+    return standalone.run_interpreted(
+        "matmul_sum", total, partial, *epilogue_inputs, source=sum_source(total)
+    )
