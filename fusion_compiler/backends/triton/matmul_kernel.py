@@ -16,6 +16,9 @@ MARKER = "fusion.matmul_kernel"
 _ALIGN_BYTES = 16
 _SMS = 132  # multiprocessors of an H100 or H200
 _MAX_SPLIT = 4
+# split-K only over at least this K: a shorter product costs about what the second
+# dispatch (the sum) does
+_SPLIT_MIN_K = 4096
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,8 +156,9 @@ def tiles(m: int, n: int, k: int) -> dict[str, int]:
     are half a wave of those (GPT-2's 512 rows by 2304 or 3072 outputs), else 64x64x64
     (GPT-2's 768 outputs from K 3072: 168 TFLOP/s against 126); 64-row tiles for a few
     rows (a decoding batch). Where 128x128 tiles fill at most half the multiprocessors
-    (Llama-1B's O and down projections at 512 rows: 64 tiles), split-K: as many programs
-    share each tile's K as fit in one wave, each at least 16 steps of K."""
+    over a K of 4096 or more (Llama-1B's down projection at 512 rows: 64 tiles, K 8192),
+    split-K: as many programs share each tile's K as fit in one wave, each at least 16
+    steps of K."""
     if m <= 64:
         return dict(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)
     if -(-m // 128) * -(-n // 256) >= 100:
@@ -162,7 +166,7 @@ def tiles(m: int, n: int, k: int) -> dict[str, int]:
     wide = dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4)
     count = -(-m // 128) * -(-n // 128)
     split = min(_MAX_SPLIT, _SMS // count, k // (16 * 64))
-    if count <= _SMS // 2 and split > 1 and split * m * n < 2**31:
+    if count <= _SMS // 2 and split > 1 and k >= _SPLIT_MIN_K and split * m * n < 2**31:
         return {**wide, "split_k": split}
     if count >= 64:
         return wide
