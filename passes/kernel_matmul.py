@@ -127,6 +127,8 @@ def _lower(module: ir.Operation, op: ir.Operation, options: Options, symbol: str
         **(epilogue.spec_fields(product.results[0]) if epilogue else {}),
     )
     extra = list(epilogue.inputs) if epilogue else []
+    # the whole computation's spec, epilogue included, also on a split-K product's
+    # dispatch (whose cubin is ``spec.product()``'s: compile_matmul strips the epilogue)
     marker = (MARKER, spec.to_json())
     if spec.split_k == 1:
         steps = [dispatch.Step(symbol, compile_matmul(spec), [a, base, *extra], spec.grid)]

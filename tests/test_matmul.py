@@ -148,21 +148,22 @@ class DownProjection(torch.nn.Module):
 
 
 def test_few_tiles_over_a_long_k_split_it_and_sum_with_the_epilogue() -> None:
-    """One output tile over K = 4096: four programs share its K, writing f32 partial
-    products that a second kernel adds before the bias, GELU and residual."""
+    """Two output tiles (136 columns: the second ragged) over K = 4104 (the last share
+    ragged too): four programs share each tile's K, writing f32 partial products that a
+    second kernel adds before the bias, GELU and residual."""
     torch.manual_seed(0)
-    model = DownProjection(4096, 128).half().eval()
-    x, r = torch.randn(1, 72, 4096).half(), torch.randn(1, 72, 128).half()
+    model = DownProjection(4104, 136).half().eval()
+    x, r = torch.randn(1, 72, 4104).half(), torch.randn(1, 72, 136).half()
     flow = fc.compile(model, (x, r), target="cuda", cuda_arch="sm_90", compile_to="flow")
     (spec,) = _specs(flow)
-    assert (spec.m, spec.k, spec.n, spec.split_k) == (72, 4096, 128, 4), spec
+    assert (spec.m, spec.k, spec.n, spec.split_k) == (72, 4104, 136, 4), spec
     assert flow.stats["dispatches"] == 2, flow.remarks  # the partial products, their sum
     assert any("split-K 4" in str(r) for r in flow.remarks), flow.remarks
     bias = model.linear.bias.detach()
     inputs = [bias, r] if "tl.load(L0 + (cols" in spec.epilogue else [r, bias]  # by its reads
-    got = run_interpreted(spec, x.reshape(72, 4096), model.linear.weight.detach(), *inputs)
+    got = run_interpreted(spec, x.reshape(72, 4104), model.linear.weight.detach(), *inputs)
     with torch.no_grad():
-        want = model.double()(x.double(), r.double()).reshape(72, 128)
+        want = model.double()(x.double(), r.double()).reshape(72, 136)
     assert rel_error(got, want) < 3e-3
 
 
@@ -187,6 +188,23 @@ def test_a_load_that_reads_the_product_stays_after_the_loop() -> None:
         "e0 + tl.load(L1 + (x > 0).to(tl.int32)) * e0",
         ["tl.load(L0 + rows)"],
     )
+
+
+def test_over_large_tiles_only_a_bias_is_loaded_before_the_loop() -> None:
+    """A whole tile of an input held across the K loop costs 128 registers a thread at
+    128x256: there only loads of one row or column are issued early."""
+    code = "tl.load(L0 + rows[:, None] * 8 + cols[None, :]) + tl.load(L1 + cols[None, :])"
+    assert epilogues.hoisted_loads(code, whole_tiles=False) == (
+        "tl.load(L0 + rows[:, None] * 8 + cols[None, :]) + e0",
+        ["tl.load(L1 + cols[None, :])"],
+    )
+    spec = MatmulSpec(
+        dtype="f16", out_dtype="f16", m=8192, n=1024, k=256, w_t=True,
+        epilogue="x * tl.load(L0 + rows[:, None] * 1024 + cols[None, :])",
+        epilogue_inputs=("f16",),
+    )  # fmt: skip
+    text = matmul_kernel.source(spec)  # 128x256 tiles
+    assert "tl.load(" in text[text.index("for step in range(0, PER_SPLIT, BLOCK_K)") :]
 
 
 def _first_is_bias(spec: MatmulSpec) -> bool:

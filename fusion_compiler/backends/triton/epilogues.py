@@ -202,20 +202,27 @@ def find(product: ir.Value, n: int) -> Epilogue | None:
 
 
 def apply(
-    text: str, n_inputs: int, stored: str, product_dtype: str, code: str, setup: list[str]
+    text: str,
+    n_inputs: int,
+    stored: str,
+    product_dtype: str,
+    code: str,
+    setup: list[str],
+    whole_tiles: bool = True,
 ) -> str:
     """A kernel's source ``text`` with an epilogue: ``n_inputs`` pointers ``L0``... where
     it marks its inputs, and where it computes ``y = <stored>``, ``setup`` (defining
     ``rows``, ``cols`` and ``inside``), then ``x`` (the product in ``product_dtype``) and
     ``y`` = ``code`` in the output's type. Where the kernel also marks a place for the
     epilogue's loads, the setup and every load of ``code`` that does not read ``x`` go
-    there, each into a variable ``e0``, ``e1``, ... that ``code`` then reads."""
+    there, each into a variable ``e0``, ``e1``, ... that ``code`` then reads; without
+    ``whole_tiles``, only those that read one row or one column of the tile (a bias)."""
     inputs_mark = _marked(text, INPUTS_LINE)
     value_mark = _marked(text, VALUE_LINE.format(stored))
     loads_mark = _marked(text, LOADS_LINE, required=False)
     early: list[str] = []
     if loads_mark is not None:
-        code, loads = hoisted_loads(code)
+        code, loads = hoisted_loads(code, whole_tiles)
         early = [*setup, *(f"e{i} = {load}" for i, load in enumerate(loads))]
         setup = []
     lines = [
@@ -244,10 +251,11 @@ def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
 
-def hoisted_loads(code: str) -> tuple[str, list[str]]:
+def hoisted_loads(code: str, whole_tiles: bool = True) -> tuple[str, list[str]]:
     """``code`` with each outermost ``tl.load(...)`` that does not read ``x`` (the
     product) replaced by ``e0``, ``e1``, ... in order of appearance (the same load by the
-    same name), and those loads."""
+    same name), and those loads; without ``whole_tiles``, only loads that do not read
+    both ``rows`` and ``cols``."""
     loads: list[str] = []
     parts: list[str] = []
     at = 0
@@ -255,7 +263,8 @@ def hoisted_loads(code: str) -> tuple[str, list[str]]:
         end = _closing(code, start + len(_LOAD) - 1)
         load = code[start : end + 1]
         parts.append(code[at:start])
-        if re.search(r"\bx\b", load):
+        tile = "rows[" in load and "cols[" in load
+        if re.search(r"\bx\b", load) or (tile and not whole_tiles):
             parts.append(load)
         else:
             if load not in loads:
@@ -276,11 +285,14 @@ def _closing(code: str, opening: int) -> int:
     raise ValueError(f"unbalanced parentheses in an epilogue: {code!r}")
 
 
-def kernel_source(name: str, spec, stored: str, setup: list[str]) -> str | None:
+def kernel_source(
+    name: str, spec, stored: str, setup: list[str], whole_tiles: bool = True
+) -> str | None:
     """``name``.py (beside this module) with ``spec``'s epilogue written in (``apply``);
     None where the spec has none (the file as it is)."""
     if spec.epilogue is None:
         return None
     text = (Path(__file__).parent / f"{name}.py").read_text()
     dtype = spec.product_dtype or spec.out_dtype
-    return apply(text, len(spec.epilogue_inputs), stored, dtype, spec.epilogue, setup)
+    inputs = len(spec.epilogue_inputs)
+    return apply(text, inputs, stored, dtype, spec.epilogue, setup, whole_tiles)
