@@ -35,6 +35,24 @@ _LOAD = "tl.load("
 _TYPES = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32"}
 
 
+@dataclass(frozen=True, kw_only=True)
+class EpilogueFields:
+    """A stand-alone kernel spec's epilogue: a Triton expression of ``x`` (the product in
+    ``product_dtype``), the output's coordinates and the inputs L0, L1, ... (of
+    ``epilogue_inputs``' element types), computed before the store; None: the product."""
+
+    epilogue: str | None = None
+    epilogue_inputs: tuple[str, ...] = ()
+    product_dtype: str | None = None
+
+    def __post_init__(self) -> None:  # read back from JSON: a list
+        object.__setattr__(self, "epilogue_inputs", tuple(self.epilogue_inputs))
+
+    def epilogue_pointers(self) -> dict[str, str]:
+        """The kernel's pointer parameters the epilogue reads: name -> element type."""
+        return {f"L{i}": t for i, t in enumerate(self.epilogue_inputs)}
+
+
 def _shape(value: ir.Value) -> list[int]:
     return list(ir.RankedTensorType(value.type).shape)
 

@@ -9,12 +9,12 @@ from dataclasses import asdict, dataclass, replace
 
 from fusion_compiler.backends import spec as backend_spec
 from fusion_compiler.backends.triton import epilogues, standalone
+from fusion_compiler.backends.triton.schedules import multiprocessors
 
 # the matmul's dispatches carry their spec as JSON under this attribute
 MARKER = "fusion.matmul_kernel"
 # TMA reads and writes rows whose byte strides are multiples of 16
 _ALIGN_BYTES = 16
-_SMS = 132  # multiprocessors of an H100 or H200
 _MAX_SPLIT = 4
 # split-K only over at least this K: a shorter product costs about what the second
 # dispatch (the sum) does
@@ -25,8 +25,9 @@ _HOISTED_TILE = 128 * 128
 
 
 @dataclass(frozen=True, kw_only=True)
-class MatmulSpec:
-    """out (M, N) = A (M, K) · W (K, N), W given as (N, K) when ``w_t``."""
+class MatmulSpec(epilogues.EpilogueFields):
+    """out (M, N) = A (M, K) · W (K, N), W given as (N, K) when ``w_t``; the elementwise
+    ops after the product in its epilogue fields."""
 
     dtype: str  # of A and W: f16 | bf16
     out_dtype: str  # f32 (the product's accumulator), or the type a cast after it wants
@@ -42,15 +43,6 @@ class MatmulSpec:
     num_stages: int = 3
     split_k: int = 1  # > 1: programs sharing each tile's K, their sum by ``matmul_sum``
     arch: int = 90
-    # the elementwise ops after the product, computed before the store: a Triton
-    # expression of ``x`` (the product in ``product_dtype``), the output's coordinates and
-    # the inputs L0, L1, ... (of ``epilogue_inputs``' element types); None: the product
-    epilogue: str | None = None
-    epilogue_inputs: tuple[str, ...] = ()
-    product_dtype: str | None = None
-
-    def __post_init__(self) -> None:  # read back from JSON: a list
-        object.__setattr__(self, "epilogue_inputs", tuple(self.epilogue_inputs))
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -101,7 +93,7 @@ class MatmulSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SumSpec:
+class SumSpec(epilogues.EpilogueFields):
     """``matmul_sum``: the sum of a split-K product's ``split_k`` partial products (f32),
     then its epilogue, in ``out_dtype``."""
 
@@ -109,16 +101,10 @@ class SumSpec:
     n: int
     split_k: int
     out_dtype: str
-    epilogue: str | None = None
-    epilogue_inputs: tuple[str, ...] = ()
-    product_dtype: str | None = None
     block_m: int = 64
     block_n: int = 128
     num_warps: int = 4
     arch: int = 90
-
-    def __post_init__(self) -> None:  # read back from JSON: a list
-        object.__setattr__(self, "epilogue_inputs", tuple(self.epilogue_inputs))
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -168,8 +154,9 @@ def tiles(m: int, n: int, k: int) -> dict[str, int]:
         return dict(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3)
     wide = dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4)
     count = -(-m // 128) * -(-n // 128)
-    split = min(_MAX_SPLIT, _SMS // count, k // (16 * 64))
-    if count <= _SMS // 2 and split > 1 and k >= _SPLIT_MIN_K and split * m * n < 2**31:
+    sms = multiprocessors("sm_90")
+    split = min(_MAX_SPLIT, sms // count, k // (16 * 64))
+    if count <= sms // 2 and split > 1 and k >= _SPLIT_MIN_K and split * m * n < 2**31:
         return {**wide, "split_k": split}
     if count >= 64:
         return wide
@@ -199,16 +186,14 @@ def compile_matmul(spec: MatmulSpec) -> backend_spec.Kernel:
     """The cubin of ``spec``'s ``matmul`` (``spec.product()``), from the cache when it
     was built before."""
     spec = spec.product()
-    epilogue = {f"L{i}": t for i, t in enumerate(spec.epilogue_inputs)}
-    pointers = {"A": spec.dtype, "W": spec.dtype, **epilogue, "Out": spec.output[1]}
+    pointers = {"A": spec.dtype, "W": spec.dtype, **spec.epilogue_pointers(), "Out": spec.output[1]}
     options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}
     return standalone.compile_standalone("matmul", spec, pointers, options, source(spec))
 
 
 def compile_sum(spec: SumSpec) -> backend_spec.Kernel:
     """The cubin of ``spec``'s ``matmul_sum``."""
-    epilogue = {f"L{i}": t for i, t in enumerate(spec.epilogue_inputs)}
-    pointers = {"Partial": "f32", **epilogue, "Out": spec.out_dtype}
+    pointers = {"Partial": "f32", **spec.epilogue_pointers(), "Out": spec.out_dtype}
     options = {"num_warps": spec.num_warps, "num_stages": 1}
     return standalone.compile_standalone("matmul_sum", spec, pointers, options, sum_source(spec))
 

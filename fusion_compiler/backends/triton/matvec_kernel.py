@@ -14,7 +14,7 @@ MARKER = "fusion.matvec_kernel"
 
 
 @dataclass(frozen=True, kw_only=True)
-class MatvecSpec:
+class MatvecSpec(epilogues.EpilogueFields):
     """out (N,) = x (K,) · W (K, N), W's element (k, n) at k * sk + n * sn."""
 
     dtype: str  # of x and W: f16 | bf16
@@ -28,13 +28,6 @@ class MatvecSpec:
     num_warps: int = 4
     num_stages: int = 3
     arch: int = 90
-    # the elementwise ops after the product, computed before the store (as MatmulSpec's)
-    epilogue: str | None = None
-    epilogue_inputs: tuple[str, ...] = ()
-    product_dtype: str | None = None
-
-    def __post_init__(self) -> None:  # read back from JSON: a list
-        object.__setattr__(self, "epilogue_inputs", tuple(self.epilogue_inputs))
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -85,8 +78,7 @@ def source(spec: MatvecSpec) -> str | None:
 
 def compile_matvec(spec: MatvecSpec) -> backend_spec.Kernel:
     """The cubin of ``spec``'s kernel, from the cache when it was built before."""
-    epilogue = {f"L{i}": t for i, t in enumerate(spec.epilogue_inputs)}
-    pointers = {"X": spec.dtype, "W": spec.dtype, **epilogue, "Out": spec.out_dtype}
+    pointers = {"X": spec.dtype, "W": spec.dtype, **spec.epilogue_pointers(), "Out": spec.out_dtype}
     options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}
     return standalone.compile_standalone("matvec", spec, pointers, options, source(spec))
 

@@ -66,12 +66,17 @@ def shared_bytes(tiles: Tiles, d: int, element_bytes: int = 2) -> int:
     return element_bytes * d * (tiles.block_m + 2 * tiles.block_n * tiles.num_stages)
 
 
+def multiprocessors(arch: str) -> int:
+    """The streaming multiprocessors of ``arch``'s GPUs (\"sm_90\" or \"sm_90a\")."""
+    return _SMS.get(arch.rstrip("a"), 132)
+
+
 def resident_programs(tiles: Tiles, d: int, arch: str) -> int:
     """Programs of these tiles the GPU runs at once: per multiprocessor, as many as its
     shared memory and registers (taken as 128 per thread) hold."""
     by_shared = _SM_SHARED_BYTES // (shared_bytes(tiles, d) + 1024)
     by_registers = _SM_REGISTERS // (tiles.num_warps * 32 * 128)
-    return _SMS.get(arch.rstrip("a"), 132) * max(1, min(by_shared, by_registers))
+    return multiprocessors(arch) * max(1, min(by_shared, by_registers))
 
 
 def model(shape: ShapeClass) -> Tiles:
@@ -114,7 +119,7 @@ def fit(
     group = kv_group if pack else 1
     block_m = min(tiles.block_m, padded(n_q * group))
     programs = batch // group * -(-n_q * group // block_m)
-    sms = _SMS.get(shape.arch.rstrip("a"), 132)
+    sms = multiprocessors(shape.arch)
     splits = 1
     if programs < 0.8 * sms:  # else about one wave already: merging would cost more
         key_blocks = -(-n_k // tiles.block_n) if n_k > 0 else 1 << 20
