@@ -5,7 +5,9 @@
 #
 # Persistent programs, two per multiprocessor, take the (64-row block, batch) tiles in the
 # order of the FlashAttention-2 template (``template.attention``: longest first, a
-# snake over the programs, odd programs reversed over short rows). In each program:
+# snake over the programs, odd programs reversed over short rows) when causal; full
+# attention's tiles, all alike, batch by batch, so that the programs running at once
+# read the same few batches' K and V (from L2). In each program:
 # - a producer warp issues every K and V load, as TMA copies into a ring of STAGES slots
 #   that it keeps filled across tiles, so the next tile's first key blocks load while
 #   this tile's last ones are computed (the template's loop refills its pipeline at every
@@ -45,6 +47,24 @@ def _tile_at(step, rounds, programs, DESYNC: gl.constexpr, TILES: gl.constexpr):
 
 
 @gluon.jit
+def _tile_batch(tile, BATCH: gl.constexpr, TILES: gl.constexpr, CAUSAL: gl.constexpr):
+    """A tile's batch: causal tiles go longest first over every batch (``_tile_row_block``),
+    full ones batch by batch (H100, B·H 256 N512 D128: over every batch at once, each
+    round of tiles read 64 MB of K and V, more than L2 holds)."""
+    if CAUSAL:
+        return tile % BATCH
+    return tile // (TILES // BATCH)
+
+
+@gluon.jit
+def _row_block(tile, BATCH: gl.constexpr, TILES: gl.constexpr, CAUSAL: gl.constexpr):
+    """A tile's row block, in the order of ``_tile_batch``."""
+    if CAUSAL:
+        return _tile_row_block(tile, BATCH, TILES)
+    return tile % (TILES // BATCH)
+
+
+@gluon.jit
 def _key_blocks(tile, N: gl.constexpr, BATCH: gl.constexpr, TILES: gl.constexpr,
                 BLOCK: gl.constexpr, CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
                 WINDOW_START: gl.constexpr):  # fmt: skip
@@ -64,9 +84,10 @@ def _key_blocks(tile, N: gl.constexpr, BATCH: gl.constexpr, TILES: gl.constexpr,
 
 @gluon.jit
 def _first_row(tile, N: gl.constexpr, BATCH: gl.constexpr, BLOCK: gl.constexpr,
-               TILES: gl.constexpr):  # fmt: skip
+               TILES: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
     """The row of a tile's first query in the (batch * N, D) view of Q and the output."""
-    return (tile % BATCH) * N + _tile_row_block(tile, BATCH, TILES) * BLOCK
+    batch = _tile_batch(tile, BATCH, TILES, CAUSAL)
+    return batch * N + _row_block(tile, BATCH, TILES, CAUSAL) * BLOCK
 
 
 @gluon.jit
@@ -112,7 +133,7 @@ def _producer(
     tile = _tile_at(step, rounds, programs, DESYNC, TILES)
     for _ in range(0, rounds):
         if tile < TILES:
-            base = (tile % BATCH // KV_GROUP) * N
+            base = (_tile_batch(tile, BATCH, TILES, CAUSAL) // KV_GROUP) * N
             first, last = _key_blocks(tile, N, BATCH, TILES, BLOCK, CAUSAL, WINDOW, WINDOW_START)
             for j in range(first, last):
                 s = c % STAGES
@@ -134,10 +155,11 @@ def _producer(
 
 @gluon.jit
 def _load_q(Q, tile, N: gl.constexpr, D: gl.constexpr, BATCH: gl.constexpr,
-            BLOCK: gl.constexpr, TILES: gl.constexpr, layout: gl.constexpr):  # fmt: skip
+            BLOCK: gl.constexpr, TILES: gl.constexpr, CAUSAL: gl.constexpr,
+            layout: gl.constexpr):  # fmt: skip
     """Q of a tile into registers, in wgmma's A-operand layout (past the last tile: the
     last tile's, unused)."""
-    first = _first_row(gl.minimum(tile, TILES - 1), N, BATCH, BLOCK, TILES)
+    first = _first_row(gl.minimum(tile, TILES - 1), N, BATCH, BLOCK, TILES, CAUSAL)
     rows = first + gl.arange(0, BLOCK, layout=gl.SliceLayout(1, layout))
     cols = gl.arange(0, D, layout=gl.SliceLayout(0, layout))
     return gl.load(Q + rows[:, None].to(gl.int64) * D + cols[None, :])
@@ -184,11 +206,11 @@ def _compute(
     c = 0  # key blocks consumed so far, as the producer counts them
     step = _next_step(gl.to_tensor(0), rounds, programs, DESYNC, TILES)
     tile = _tile_at(step, rounds, programs, DESYNC, TILES)
-    q = _load_q(Q, tile, N, D, BATCH, BLOCK, TILES, q_layout)
+    q = _load_q(Q, tile, N, D, BATCH, BLOCK, TILES, CAUSAL, q_layout)
     for _ in range(0, rounds):
         next_step = _next_step(step + 1, rounds, programs, DESYNC, TILES)
         next_tile = _tile_at(next_step, rounds, programs, DESYNC, TILES)
-        next_q = _load_q(Q, next_tile, N, D, BATCH, BLOCK, TILES, q_layout)
+        next_q = _load_q(Q, next_tile, N, D, BATCH, BLOCK, TILES, CAUSAL, q_layout)
         if tile < TILES:
             # with a window, a row may see no key of the first block: the lowest finite
             # max keeps its exp2 at 0 there (-inf - -inf would be NaN)
@@ -199,7 +221,7 @@ def _compute(
             l_i = gl.full([BLOCK], 0.0, gl.float32, layout=gl.SliceLayout(1, s_layout))
             acc = warpgroup_mma_init(gl.zeros([BLOCK, D], gl.float32, layout=o_layout))
             first, blocks = _key_blocks(tile, N, BATCH, TILES, BLOCK, CAUSAL, WINDOW, WINDOW_START)
-            row_block = _tile_row_block(tile, BATCH, TILES)
+            row_block = _row_block(tile, BATCH, TILES, CAUSAL)
             for j in range(first, blocks):
                 s = c % STAGES
                 phase = (c // STAGES) & 1
@@ -231,7 +253,7 @@ def _compute(
             tma.store_wait(0)  # the previous tile's output has left o_smem
             o_smem.store((acc * inv[:, None]).to(dtype))
             fence_async_shared()
-            first = _first_row(tile, N, BATCH, BLOCK, TILES)
+            first = _first_row(tile, N, BATCH, BLOCK, TILES, CAUSAL)
             tma.async_copy_shared_to_global(o_desc, [first, 0], o_smem)
         step = next_step
         tile = next_tile
