@@ -154,7 +154,47 @@ def test_packed_documents_visit_only_their_own_document() -> None:
     rows, cols = torch.arange(200)[:, None], torch.arange(200)[None, :]
     keep = (doc[:, :, None] == doc[:, None, :]) & (cols <= rows)
     assert (spec.map_group, spec.map_rows) == (2, True)
+    # the classes from the mask's bounds over each tile (the ids' least and most per
+    # block), not from every (row, key): the same map
+    assert spec.map_constants()["BOUNDS"]
     assert _listed(block_map, spec) == _expected(keep, spec, heads=2)
+
+
+class DocumentsInAWindow(torch.nn.Module):
+    """Packed documents, padding and a window of 48 keys with an ALiBi-like distance term:
+    a mask whose bounds over a tile are wider than what it holds (the window's and the
+    documents' edges cross inside tiles), so some blocks are listed that keep nothing."""
+
+    def forward(self, q, k, v, doc, keep):
+        rows = torch.arange(q.shape[-2])[:, None]
+        cols = torch.arange(k.shape[-2])[None, :]
+        allowed = (doc[:, None, :, None] == doc[:, None, None, :]) & (rows - cols < 48)
+        allowed = allowed & (cols <= rows) & keep[:, None]  # keep: (B, 1, N)
+        distance = (cols - rows).to(q.dtype) * 0.25
+        bias = torch.where(allowed, distance, float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+
+def test_a_map_from_bounds_lists_every_block_that_keeps_a_key() -> None:
+    torch.manual_seed(0)
+    doc = torch.tensor([[0] * 70 + [1] * 90 + [2] * 40, [0] * 30 + [1] * 170])
+    keep = torch.rand(2, 200) > 0.2
+    keep[1, 100:164] = False
+    model = DocumentsInAWindow()
+    spec, got, block_map, want = _run(model, (2, 2, 200, 200, 16), doc, keep[:, None])
+    assert rel_error(got, want) < BOUND[F16]
+    assert spec.map_constants()["BOUNDS"]
+    rows, cols = torch.arange(200)[:, None], torch.arange(200)[None, :]
+    kept = (doc[:, :, None] == doc[:, None, :]) & (rows - cols < 48) & (cols <= rows)
+    kept = kept & keep[:, None, :]
+    listed, expected = _listed(block_map, spec), _expected(kept, spec, heads=2)
+    for entry, (plain, some) in listed.items():
+        # no mask work only where there is none (the distance term: nowhere), and
+        # every block that keeps a key visited
+        assert not plain
+        assert expected[entry][0] | expected[entry][1] <= some, entry
+    # the bounds skip the other documents' blocks and the padded ones
+    assert sum(len(some) for _, some in listed.values()) < len(listed) * 7 // 2
 
 
 def test_chunks_from_indices_alone() -> None:

@@ -44,12 +44,14 @@ def mask_code(
     buffer_types: dict[str, str],
     sized: Callable[[str], str],
     extents: Extents | None = None,
+    bounded: Callable[[Expr, dict[int, list[int | str]]], tuple[str, ...]] | None = None,
 ) -> MaskCode | str:
     """The mask (batch, n_q, n_k) as code, or why it cannot be: ``printed(tree, sizes)``
     is its text, ``buffer_types`` the kernel's type of each tensor it reads, ``sized``
     how the kernel writes a dynamic size named by ``dim_name``. ``extents``: the mask is
     printed with 32-bit integers for 64-bit ones, where ``narrow_problem`` proves that
-    exact from these sizes."""
+    exact from these sizes. ``bounded(tree, sizes)``: the mask's bounds over a tile, as
+    code (``MaskCode.bounds``; None where it raises Unsupported)."""
     try:
         tree = expr.of_tensor(mask)
         sizes: dict[int, list[int | str]] = {}
@@ -72,7 +74,14 @@ def mask_code(
     types = [buffer_types[leaf.type] for leaf in expr.leaves(tree.expr)]
     neg_inf = any(isinstance(e, Const) and e.value == -math.inf for e in expr.walk(tree.expr))
     reads_rows = expr.reads_coordinate(tree.expr, 1)
-    return MaskCode(text, tree.inputs, types, neg_inf, batch_group(tree.expr), reads_rows)
+    bounds = None
+    if bounded is not None:
+        try:
+            bounds = bounded(tree.expr, sizes)
+        except Unsupported:
+            pass  # the map evaluates the mask at every (row, key)
+    group = batch_group(tree.expr)
+    return MaskCode(text, tree.inputs, types, neg_inf, group, reads_rows, bounds)
 
 
 def batch_group(tree: Expr) -> int:

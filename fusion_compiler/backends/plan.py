@@ -427,7 +427,8 @@ def _with_block_map(spec: TritonSpec, mask: MaskCode, form: Layout) -> TritonSpe
     rows = mask.reads_rows or form.causal_offset is not None or spec.window_start is not None
     if spec.pack_gqa and (rows or group % spec.kv_group != 0):
         return spec
-    return replace(spec, block_map=True, map_group=group, map_rows=rows)
+    bounds = mask.bounds
+    return replace(spec, block_map=True, map_group=group, map_rows=rows, mask_bounds=bounds)
 
 
 # the most elements of a mask ``block_map_summary`` evaluates at compile time

@@ -133,6 +133,9 @@ class MaskCode:
     # (heads folded into the batch: g = H), or 0 where it does not read the batch
     batch_group: int = 1
     reads_rows: bool = True  # whether the mask varies with the query row
+    # lines that set ``low`` and ``high``, the least and most it adds over a tile (a
+    # block map's classes without every (row, key)); None: none are known
+    bounds: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

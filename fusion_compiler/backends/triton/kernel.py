@@ -83,12 +83,15 @@ def source_of(spec: TritonSpec) -> str:
         "v_tile": "0",
         "map_input": "",
         "map_argument": "Q",  # bound, never read without a block map
+        "map_bounds": "low = 0.0\n    high = 0.0",  # never called without them
     }
     if spec.block_map:
         fields["map_input"], fields["map_argument"] = "Map,", "Map"
     if spec.mask_expr is not None:
         fields["mask_inputs"] = " ".join(f"L{i}," for i in range(len(spec.mask_inputs)))
         fields["bias"] = spec.mask_expr
+    if spec.mask_bounds is not None:
+        fields["map_bounds"] = "\n    ".join(spec.mask_bounds)
     starts = (*spec.offsets, 0, 0)  # the mask and the output start where they are
     for name, view, start in zip("qkvmo", spec.views, starts, strict=True):
         fields[f"{name}_view"] = _offsets_expression(view, start)

@@ -289,8 +289,9 @@ def mask_code(mask: ir.Value, dim_name: DimNamer | None = None) -> MaskCode | st
         return expression(tree, coords, sizes=sizes, bounds=bounds)
 
     return shared.mask_code(
-        mask, dim_name, printed, _POINTER_TYPES, lambda name: f"{name}.to(tl.int64)"
-    )
+        mask, dim_name, printed, _POINTER_TYPES, lambda name: f"{name}.to(tl.int64)",
+        bounded=bounds_code,
+    )  # fmt: skip
 
 
 def region_expression(block: ir.Block) -> str:
@@ -300,3 +301,259 @@ def region_expression(block: ir.Block) -> str:
         return expression(expr.of_region(block), [])
     except Unsupported as why:
         raise ValueError(f"score region: {why}") from None
+
+
+# ---- bounds over a tile: what a block map's classes need, without every (row, key)
+
+# integer types whose sums of coordinates never wrap
+_WIDE = ("index", "i64")
+# float casts that keep the order of their operand (rounding is monotone)
+_MONOTONE_CASTS = ("arith.extf", "arith.truncf", "arith.sitofp")
+_INDEX_CASTS = ("arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui")
+_ORDERED = {"olt": "slt", "ole": "sle", "ogt": "sgt", "oge": "sge", "oeq": "eq", "one": "ne"}
+
+
+def _uncast(e: Expr) -> Expr:
+    """``e`` without the casts of an index to wider integers around it."""
+    while isinstance(e, Op) and e.name in _INDEX_CASTS:
+        e = e.operands[0]
+    return e
+
+
+class _Bounds:
+    """The least and the most each node of a mask's tree takes over one row block and
+    the key blocks of a chunk, as Triton lines of ``block_classes``' ``_map_bounds``:
+    the coordinates' ranges are ``batch`` (exact), ``row_lo``..``row_hi`` and, per key
+    block, ``key_lo``..``key_hi``; a tensor read along the rows (``rr``) or the keys
+    (``kk``, (key blocks, BLOCK_N)) is reduced to its least and most there. Each node's
+    bounds are two variables (i1 as int32 0 and 1); NaN widens them to (-inf, inf), so
+    a compare of them is undecided, as a compare of NaN is either way. Unsupported for
+    what has no order-preserving bounds here (a tensor read along both the rows and the
+    keys, integer arithmetic that may wrap, a product of two varying values)."""
+
+    def __init__(self, sizes: dict[int, list[int | str]]):
+        self.sizes = sizes
+        self.lines: list[str] = []
+        self.names: dict[Expr, tuple[str, str]] = {}
+        self.exact = _Printer(["batch", "rr", "kk"])  # a load's coordinates
+
+    def __call__(self, e: Expr) -> tuple[str, str]:
+        if e not in self.names:
+            low, high = self.node(e)
+            name = f"b{len(self.names)}"
+            self.lines += [f"{name}_lo = {low}", f"{name}_hi = {high}"]
+            if expr.is_float(e.type):  # NaN (inf - inf, 0 · inf, a NaN read): any value
+                self.lines += [
+                    f"{name}_lo = tl.where({name}_lo != {name}_lo, float('-inf'), {name}_lo)",
+                    f"{name}_hi = tl.where({name}_hi != {name}_hi, float('inf'), {name}_hi)",
+                ]
+            self.names[e] = (f"{name}_lo", f"{name}_hi")
+        return self.names[e]
+
+    def node(self, e: Expr) -> tuple[str, str]:
+        if isinstance(e, Const):
+            if e.value != e.value:  # NaN
+                return 'float("-inf")', 'float("inf")'
+            value = literal(int(e.value) if e.type == "i1" else e.value)
+            return value, value
+        if isinstance(e, Index):
+            return [("batch", "batch"), ("row_lo", "row_hi"), ("key_lo", "key_hi")][e.dim]
+        if isinstance(e, Load):
+            return self.load(e)
+        if isinstance(e, Op):
+            return self.op(e)
+        raise Unsupported(f"{type(e).__name__.lower()} in a mask's bounds")
+
+    def load(self, leaf: Load) -> tuple[str, str]:
+        if leaf.type not in _POINTER_TYPES:
+            raise Unsupported(f"a mask input of element type {leaf.type}")
+        read = strided(leaf, self.sizes.get(leaf.slot, list(leaf.shape)))
+        along = set()
+        for c, _ in read:
+            blocks = {d for d in (1, 2) if expr.reads_coordinate(c, d)}
+            if any(isinstance(x, Load) for x in expr.walk(c)):
+                raise Unsupported("a mask input read at an index read from another")
+            if blocks and not isinstance(_uncast(c), Index):
+                raise Unsupported(f"a mask input read at a computed row or key: {c}")
+            along |= blocks
+        if len(along) > 1:
+            raise Unsupported("a mask input read along both the rows and the keys")
+        terms = [f"({self.exact(c)}) * {s if isinstance(s, int) else f'({s})'}" for c, s in read]
+        at = f"L{leaf.slot} + " + (" + ".join(terms) or "0")
+        wide = "tl.float32" if expr.is_float(leaf.type) else "tl.int64"
+        if not along:  # one element per program: exact
+            value = f"tl.load({at}).to({wide})"
+            return value, value
+        name = f"v{len(self.lines)}"
+        inside, axis = ("rr <= row_hi", 0) if 1 in along else ("kk < n_k", 1)
+        self.lines.append(f"{name} = tl.load({at}, mask={inside}, other=0).to({wide})")
+        if expr.is_float(leaf.type):  # NaN somewhere: any value
+            nan = f"(({inside}) & ({name} != {name})).to(tl.int32)"
+            self.lines.append(f"{name}_nan = tl.max({nan}, {axis}) > 0")
+            top, bottom = 'float("inf")', 'float("-inf")'
+            low = (
+                f"tl.where({name}_nan, {bottom}, tl.min(tl.where({inside}, {name}, {top}), {axis}))"
+            )
+            high = (
+                f"tl.where({name}_nan, {top}, tl.max(tl.where({inside}, {name}, {bottom}), {axis}))"
+            )
+            return low, high
+        top, bottom = str(2**62), str(-(2**62))
+        low = f"tl.min(tl.where({inside}, {name}, {top}), {axis})"
+        high = f"tl.max(tl.where({inside}, {name}, {bottom}), {axis})"
+        return low, high
+
+    def op(self, e: Op) -> tuple[str, str]:
+        name, kind = e.name, e.type
+        if name in ("arith.addi", "arith.subi", "arith.muli", "math.absi") and kind not in _WIDE:
+            raise Unsupported(f"{name} on {kind} in a mask's bounds: it may wrap")
+        low, high = self.value(e)
+        if kind in _HALF and name in _ROUNDED:  # rounding keeps the order
+            low, high = f"({low}).to({_TYPES[kind]})", f"({high}).to({_TYPES[kind]})"
+        return low, high
+
+    def value(self, e: Op) -> tuple[str, str]:
+        name = e.name
+        args = [self(o) for o in e.operands]
+        if name in ("arith.addf", "arith.addi"):
+            (a, b), (c, d) = args
+            return f"({a} + {c})", f"({b} + {d})"
+        if name in ("arith.subf", "arith.subi"):
+            (a, b), (c, d) = args
+            return f"({a} - {d})", f"({b} - {c})"
+        if name in ("arith.mulf", "arith.muli", "arith.divf", "arith.divui"):
+            return self.scaled(e, args)
+        if name in ("arith.maximumf", "arith.maxnumf", "arith.maxsi"):
+            (a, b), (c, d) = args
+            return f"tl.maximum({a}, {c})", f"tl.maximum({b}, {d})"
+        if name in ("arith.minimumf", "arith.minnumf", "arith.minsi"):
+            (a, b), (c, d) = args
+            return f"tl.minimum({a}, {c})", f"tl.minimum({b}, {d})"
+        if name == "arith.negf":
+            (a, b), = args  # fmt: skip
+            return f"(-{b})", f"(-{a})"
+        if name in ("math.floor", "math.ceil"):
+            (a, b), = args  # fmt: skip
+            function = name.removeprefix("math.")
+            return f"tl.{function}({a})", f"tl.{function}({b})"
+        if name in ("math.absf", "math.absi"):
+            (a, b), = args  # fmt: skip
+            return (
+                f"tl.where({a} >= 0, {a}, tl.where({b} <= 0, -({b}), 0))",
+                f"tl.maximum(-({a}), {b})",
+            )
+        if name == "arith.select":
+            (c, d), (a, b), (x, y) = args
+            return (
+                f"tl.where({c} == 1, {a}, tl.where({d} == 0, {x}, tl.minimum({a}, {x})))",
+                f"tl.where({c} == 1, {b}, tl.where({d} == 0, {y}, tl.maximum({b}, {y})))",
+            )
+        if name in ("arith.andi", "arith.ori", "arith.xori") and e.type == "i1":
+            (a, b), (c, d) = args
+            if name != "arith.xori":
+                symbol = "&" if name == "arith.andi" else "|"
+                return f"({a} {symbol} {c})", f"({b} {symbol} {d})"
+            known = f"(({a} == {b}) & ({c} == {d}))"
+            return f"tl.where({known}, {a} ^ {c}, 0)", f"tl.where({known}, {a} ^ {c}, 1)"
+        if name == "arith.cmpi":
+            return self.compare(e.predicate or "", e.operands, args)
+        if name == "arith.cmpf":
+            return self.compare_floats(e.predicate or "", e.operands, args)
+        if name in expr.CASTS:
+            return self.cast(e, args[0])
+        raise Unsupported(f"{name} in a mask's bounds")
+
+    def scaled(self, e: Op, args: list[tuple[str, str]]) -> tuple[str, str]:
+        """A product or quotient by a constant (its sign orders the bounds)."""
+        (a, b), factor = args[0], e.operands[1]
+        if isinstance(e.operands[0], Const) and e.name in ("arith.mulf", "arith.muli"):
+            (a, b), factor = args[1], e.operands[0]
+        if not isinstance(factor, Const) or factor.value != factor.value:
+            raise Unsupported(f"{e.name} of two varying values in a mask's bounds")
+        value = factor.value
+        if e.name in ("arith.divf", "arith.divui") and value <= 0:
+            raise Unsupported(f"{e.name} by {value} in a mask's bounds")
+        if e.name == "arith.divui" and not expr.never_negative(e.operands[0]):
+            raise Unsupported("arith.divui of a value that may be negative")
+        symbol = {"arith.mulf": "*", "arith.muli": "*", "arith.divf": "/", "arith.divui": "//"}
+        text = f" {symbol[e.name]} {literal(value)}"
+        if e.name == "arith.divf" and e.type == "f32":
+            return (
+                f"tl.math.div_rn({a}, {literal(value)})",
+                f"tl.math.div_rn({b}, {literal(value)})",
+            )
+        if value >= 0:
+            return f"({a}{text})", f"({b}{text})"
+        return f"({b}{text})", f"({a}{text})"
+
+    def compare(self, predicate: str, operands, args, floats: bool = False) -> tuple[str, str]:
+        """Whether it holds everywhere (low) and somewhere (high), as 0 and 1. Of
+        floats, everywhere only between finite bounds: (-inf, inf) may be NaN, for
+        which no ordered compare holds."""
+        if predicate[0] == "u":
+            if not all(map(expr.never_negative, operands)):
+                raise Unsupported(f"cmpi {predicate} of values that may be negative")
+            predicate = "s" + predicate[1:]
+        if operands[0].type == "i1" and predicate not in ("eq", "ne"):
+            raise Unsupported(f"cmpi {predicate} of booleans")
+        (a, b), (c, d) = args
+        one = f"(({a} == {b}) & ({c} == {d}) & ({a} == {c}))"  # one value, the same
+        apart = f"(({b} < {c}) | ({d} < {a}))"
+        cases = {
+            "slt": (f"({b} < {c})", f"({a} < {d})"),
+            "sle": (f"({b} <= {c})", f"({a} <= {d})"),
+            "sgt": (f"({a} > {d})", f"({b} > {c})"),
+            "sge": (f"({a} >= {d})", f"({b} >= {c})"),
+            "eq": (one, f"(~{apart})"),
+            "ne": (apart, f"(~{one})"),
+        }
+        low, high = cases[predicate]
+        if floats:
+            finite = " & ".join(f"(tl.abs({x}) < float('inf'))" for x in (a, b, c, d))
+            low = f"({low} & {finite})"
+        return f"({low}).to(tl.int32)", f"({high}).to(tl.int32)"
+
+    def compare_floats(self, predicate: str, operands, args) -> tuple[str, str]:
+        """Ordered compares as integers' (NaN's bounds are (-inf, inf): undecided); an
+        unordered one as the negation of the ordered complement."""
+        if predicate in _ORDERED:
+            return self.compare(_ORDERED[predicate], operands, args, True)
+        if predicate == "une":
+            low, high = self.compare("eq", operands, args, True)
+        elif predicate in _COMPLEMENT:
+            low, high = self.compare(_ORDERED[_COMPLEMENT[predicate]], operands, args, True)
+        else:
+            raise Unsupported(f"cmpf {predicate} in a mask's bounds")
+        return f"(1 - {high})", f"(1 - {low})"
+
+    def cast(self, e: Op, bounds: tuple[str, str]) -> tuple[str, str]:
+        source, target, name = e.operands[0].type, e.type, e.name
+        low, high = bounds
+        to = "tl.int64" if target == "index" else _TYPES.get(target)
+        if to is None or target == "i1":
+            raise Unsupported(f"{name} to {target} in a mask's bounds")
+        if source == "i1":  # 0 and 1; signed, true is -1
+            if name in ("arith.extsi", "arith.sitofp", "arith.index_cast"):
+                low, high = f"(-{high})", f"(-{low})"
+            return f"({low}).to({to})", f"({high}).to({to})"
+        unsigned = name in ("arith.extui", "arith.uitofp", "arith.index_castui")
+        widening = name in ("arith.extsi", "arith.index_cast") and target in _WIDE
+        if unsigned and expr.never_negative(e.operands[0]) or widening:
+            return f"({low}).to({to})", f"({high}).to({to})"
+        if name in _MONOTONE_CASTS:
+            return f"({low}).to({to})", f"({high}).to({to})"
+        if name == "arith.fptosi" and target in (*_WIDE, "i32"):
+            # rounds toward zero, in order; clamped first (an infinite bound: any value)
+            most = 2**62 if target in _WIDE else 2**31 - 1
+            low, high = (f"tl.minimum(tl.maximum({x}, {-most}.0), {most}.0)" for x in bounds)
+            return f"({low}).to({to})", f"({high}).to({to})"
+        raise Unsupported(f"{name} from {source} to {target} in a mask's bounds")
+
+
+def bounds_code(tree: Expr, sizes: dict[int, list[int | str]]) -> tuple[str, ...]:
+    """Lines of Triton that set ``low`` and ``high``: the least and the most the mask
+    ``tree`` adds over a row block and each key block of a chunk (``_Bounds``);
+    Unsupported where they cannot be found so."""
+    bounds = _Bounds(sizes)
+    low, high = bounds(tree)
+    return (*bounds.lines, f"low = {low}", f"high = {high}")

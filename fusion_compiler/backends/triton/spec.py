@@ -55,6 +55,9 @@ class TritonSpec(Problem):
     # inputs L0, L1, ... (their pointer types in ``mask_inputs``), instead of read
     mask_expr: str | None = None
     mask_inputs: tuple[str, ...] = ()
+    # lines setting ``low`` and ``high``, the least and most the computed mask adds over
+    # a tile: the block map's classes from them (``_map_bounds``) where the fill is -inf
+    mask_bounds: tuple[str, ...] | None = None
     # split-KV: programs sharing each row block's keys, their results merged by a second
     # kernel (``combine``) from a float32 buffer of ``partial_elements``; static n_q only
     splits: int = 1
@@ -228,6 +231,8 @@ class TritonSpec(Problem):
             "CHUNK": self.map_chunk,
             "STEPS": self.map_steps,
             "PARTS": self.map_parts,
+            # a finite fill keeps the counts of kept keys per row: every (row, key)
+            "BOUNDS": self.mask_bounds is not None and constants["HAS_MASK"] >= 0,
         }
 
     def lists_constants(self) -> dict[str, object]:
