@@ -31,7 +31,6 @@ from fusion_compiler.ir import ir
 
 NAME = "fusion-kernel-attention"
 # shared memory a block may use, by architecture (sm_90: 227 KiB)
-_SHARED_BYTES = {90: 227 * 1024}
 # the tiles of warp_specialized.py's kernel (TritonSpec.warp_specialized), for how many programs fit
 _PRODUCER_WARP_TILES = schedules.Tiles(64, 64, 4, 3)
 
@@ -68,7 +67,7 @@ def _fitting(spec: TritonSpec) -> tuple[TritonSpec, Kernel] | str:
     """``spec`` and its attention kernel, with fewer pipeline stages where the compiled
     kernel needs more shared memory than a block may have (the schedule's estimate
     counts Q, K and V only: a mask's tiles can take more); or why none fits."""
-    limit = _SHARED_BYTES.get(spec.arch, _SHARED_BYTES[90])
+    limit = schedules.block_shared_bytes(spec.arch)
     kernel = compile_kernel(spec, "attention")
     while kernel.shared_bytes > limit and spec.num_stages > 1:
         spec = dataclasses.replace(spec, num_stages=spec.num_stages - 1)

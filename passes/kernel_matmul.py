@@ -14,7 +14,7 @@ it is written by the kernel itself.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fusion_compiler.dialects import linalg
 from fusion_compiler.dialects.builders import dims, erase_dead
@@ -23,6 +23,7 @@ from fusion_compiler.passes.kernel_matvec import is_broadcast_of_matrix, weight_
 from fusion_compiler import remarks
 from fusion_compiler.backends import dispatch
 from fusion_compiler.backends.plan import output_cast
+from fusion_compiler.backends.spec import Kernel
 from fusion_compiler.backends.triton import epilogues
 from fusion_compiler.backends.triton.matmul_kernel import (
     MARKER,
@@ -32,6 +33,7 @@ from fusion_compiler.backends.triton.matmul_kernel import (
     compile_sum,
     tiles,
 )
+from fusion_compiler.backends.triton.schedules import block_shared_bytes
 from fusion_compiler.ir import ir
 
 NAME = "fusion-kernel-matmul"
@@ -104,6 +106,17 @@ def run(module: ir.Operation, options: Options) -> None:
             _lower(module, op, options, f"fusion_matmul_{n}")
 
 
+def _fitting(spec: MatmulSpec) -> tuple[MatmulSpec, Kernel]:
+    """``spec`` and its kernel; one tile per program where the persistent kernel needs
+    more shared memory than a block may have (an epilogue's layout conversions take some
+    beside the pipeline and the staged output)."""
+    kernel = compile_matmul(spec)
+    if spec.programs and kernel.shared_bytes > block_shared_bytes(spec.arch):
+        spec = replace(spec, programs=0)
+        kernel = compile_matmul(spec)
+    return spec, kernel
+
+
 def _lower(module: ir.Operation, op: ir.Operation, options: Options, symbol: str) -> None:
     """``op`` [-> cast] [-> its epilogue] -> flow.dispatch of the matmul kernel."""
     a, b = op.operands[0], op.operands[1]
@@ -115,23 +128,22 @@ def _lower(module: ir.Operation, op: ir.Operation, options: Options, symbol: str
     product = cast or op
     epilogue = epilogues.find(product.results[0], n)
     replaced = epilogue.ops[-1] if epilogue else product
+    out_dtype = _element(replaced.results[0])
     spec = MatmulSpec(
         dtype=_element(a),
-        out_dtype=_element(replaced.results[0]),
+        out_dtype=out_dtype,
         m=m,
         n=n,
         k=k,
         w_t=sk == 1,
-        **tiles(m, n, k),
+        **tiles(m, n, k, 4 if out_dtype == "f32" else 2, epilogue is not None),
         arch=int(options.arch.removeprefix("sm_").rstrip("a")),
         **(epilogue.spec_fields(product.results[0]) if epilogue else {}),
     )
     extra = list(epilogue.inputs) if epilogue else []
-    # the whole computation's spec, epilogue included, also on a split-K product's
-    # dispatch (whose cubin is ``spec.product()``'s: compile_matmul strips the epilogue)
-    marker = (MARKER, spec.to_json())
     if spec.split_k == 1:
-        steps = [dispatch.Step(symbol, compile_matmul(spec), [a, base, *extra], spec.grid)]
+        spec, kernel = _fitting(spec)
+        steps = [dispatch.Step(symbol, kernel, [a, base, *extra], spec.grid)]
     else:  # the partial products, then their sum and the epilogue
         total = spec.sum()
         steps = [
@@ -140,8 +152,12 @@ def _lower(module: ir.Operation, op: ir.Operation, options: Options, symbol: str
                 f"{symbol}_sum", compile_sum(total), [dispatch.PREVIOUS, *extra], total.grid
             ),
         ]
+    # the whole computation's spec, epilogue included, also on a split-K product's
+    # dispatch (whose cubin is ``spec.product()``'s: compile_matmul strips the epilogue)
+    marker = (MARKER, spec.to_json())
     dispatch.replace_by_kernels(module, replaced, op.location, steps, marker)
     split = f", split-K {spec.split_k}" if spec.split_k > 1 else ""
+    split += f", {spec.programs} persistent programs" if spec.programs else ""
     remarks.emit(
         op.location,
         f"matrix product lowered to a generated {options.arch} kernel "

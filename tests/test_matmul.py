@@ -9,6 +9,8 @@ GPU, benchmarks/matmul_gpu.py and models_gpu.py compare every fp16 output with P
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from conftest import kernel_specs, rel_error
@@ -164,6 +166,25 @@ def test_few_tiles_over_a_long_k_split_it_and_sum_with_the_epilogue() -> None:
     got = run_interpreted(spec, x.reshape(72, 4104), model.linear.weight.detach(), *inputs)
     with torch.no_grad():
         want = model.double()(x.double(), r.double()).reshape(72, 136)
+    assert rel_error(got, want) < 3e-3
+
+
+def test_persistent_programs_take_every_tile_with_its_epilogue() -> None:
+    """Three persistent programs over 5 x 4 tiles (the last row and column ragged; the
+    last round's programs past the tiles redo the last one): every tile once, with its
+    bias, GELU and residual."""
+    torch.manual_seed(0)
+    model = DownProjection(160, 200).half().eval()
+    x, r = torch.randn(1, 300, 160).half(), torch.randn(1, 300, 200).half()
+    flow = fc.compile(model, (x, r), target="cuda", cuda_arch="sm_90", compile_to="flow")
+    (spec,) = _specs(flow)
+    spec = dataclasses.replace(spec, block_m=64, block_n=64, programs=3)
+    assert spec.grid == (3, 1, 1)
+    bias = model.linear.bias.detach()
+    inputs = [bias, r] if "tl.load(L0 + (cols" in spec.epilogue else [r, bias]  # by its reads
+    got = run_interpreted(spec, x.reshape(300, 160), model.linear.weight.detach(), *inputs)
+    with torch.no_grad():
+        want = model.double()(x.double(), r.double()).reshape(300, 200)
     assert rel_error(got, want) < 3e-3
 
 

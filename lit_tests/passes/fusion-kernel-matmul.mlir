@@ -185,3 +185,18 @@ func.func @split_k(%x: tensor<128x4096xf16>, %w: tensor<4096x256xf16>, %b: tenso
 // CHECK: %[[S:.+]]:3 = flow.dispatch @fusion_matmul_0_sum::@matmul_sum(%[[P]]#0, %[[B]]) : (tensor<4x128x256xf32>, tensor<256xf16>) -> (tensor<128x256xf16>, tensor<1xi8>, tensor<1xi8>)
 // CHECK-NOT: linalg.generic
 // CHECK: return %[[S]]#0
+
+// -----
+
+// 4096 rows by 768 outputs: more 128x128 tiles than multiprocessors, so the kernel is
+// persistent: 96 programs of 128x256 tiles (as full a last round as 192 of 128x128).
+func.func @persistent(%x: tensor<4096x256xf16>, %w: tensor<256x768xf16>) -> tensor<4096x768xf16> {
+  %zero = arith.constant 0.0 : f16
+  %pe = tensor.empty() : tensor<4096x768xf16>
+  %acc = linalg.fill ins(%zero : f16) outs(%pe : tensor<4096x768xf16>) -> tensor<4096x768xf16>
+  // expected-remark @below {{matrix product lowered to a generated sm_90 kernel (f16, M=4096, K=256, N=768, tiles 128x256x64, 96 persistent programs)}}
+  %p = linalg.matmul ins(%x, %w : tensor<4096x256xf16>, tensor<256x768xf16>) outs(%acc : tensor<4096x768xf16>) -> tensor<4096x768xf16>
+  return %p : tensor<4096x768xf16>
+}
+// CHECK-LABEL: func.func @persistent(
+// CHECK: flow.dispatch @fusion_matmul_0::@matmul({{.*}}) {fusion.matmul_kernel = "{{.*}}\22programs\22: 96{{.*}}"} : (tensor<4096x256xf16>, tensor<256x768xf16>) -> (tensor<4096x768xf16>, tensor<{{[0-9]+}}xi8>, tensor<1xi8>)

@@ -11,6 +11,8 @@ groups of GROUP_M row blocks so that neighbouring programs share W's tiles in L2
 f32 accumulator is written in the output's type (a cast after the product, folded in).
 Where the output has too few tiles to keep the multiprocessors busy, SPLIT_K programs
 share each tile's K and write their f32 partial products, which ``matmul_sum.py`` adds.
+With PROGRAMS, the kernel is persistent: that many programs take the tiles in turn, and
+one tile's store overlaps the next one's first loads.
 ``matmul_kernel.source`` writes a variant of this file that computes what the elementwise
 ops after the product make of it (a bias, an activation, a residual add) before the store
 (``epilogues``): inputs L0, L1, ... come before ``Out`` and ``y`` is their expression; its
@@ -36,15 +38,10 @@ def matmul(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr,  # > 1: program 1 takes this share of K (split-K)
+    PROGRAMS: tl.constexpr = 0,  # > 0: persistent, this many programs take the tiles in turn
 ):
     row_blocks = tl.cdiv(M, BLOCK_M)
     column_blocks = tl.cdiv(N, BLOCK_N)
-    program = tl.program_id(0)
-    per_group = GROUP_M * column_blocks
-    first = program // per_group * GROUP_M
-    rows_in_group = tl.minimum(row_blocks - first, GROUP_M)
-    block_m = first + (program % per_group) % rows_in_group
-    block_n = (program % per_group) // rows_in_group
     a = tl.make_tensor_descriptor(A, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
     if W_T:
         w = tl.make_tensor_descriptor(
@@ -54,30 +51,57 @@ def matmul(
         w = tl.make_tensor_descriptor(
             W, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N]
         )
-    # split-K: program 1 takes its share of K, a constant trip count (a loop of run-time
-    # bounds keeps ptxas from pipelining wgmma: 'wgmma.mma_async instructions are
-    # serialized'); past K, TMA reads zeros
-    PER_SPLIT: tl.constexpr = (K + SPLIT_K * BLOCK_K - 1) // (SPLIT_K * BLOCK_K) * BLOCK_K
-    first = tl.program_id(1) * PER_SPLIT
-    # epilogue loads
-    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-    for step in range(0, PER_SPLIT, BLOCK_K):
-        k = first + step
-        x = a.load([block_m * BLOCK_M, k])
-        if W_T:
-            y = w.load([block_n * BLOCK_N, k]).T
-        else:
-            y = w.load([k, block_n * BLOCK_N])
-        acc = tl.dot(x, y, acc)
     if SPLIT_K > 1:  # this share of the product, for ``matmul_sum``
-        partial = tl.make_tensor_descriptor(
+        out = tl.make_tensor_descriptor(
             Out, shape=[SPLIT_K, M, N], strides=[M * N, N, 1], block_shape=[1, BLOCK_M, BLOCK_N]
         )
-        at = [tl.program_id(1), block_m * BLOCK_M, block_n * BLOCK_N]
-        partial.store(at, tl.reshape(acc, [1, BLOCK_M, BLOCK_N]))
     else:
         out = tl.make_tensor_descriptor(
             Out, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N]
         )
-        y = acc  # epilogue
-        out.store([block_m * BLOCK_M, block_n * BLOCK_N], y.to(Out.dtype.element_ty))
+    # persistent (PROGRAMS): each program takes every PROGRAMS-th tile; else one tile
+    if PROGRAMS:
+        last = (M + BLOCK_M - 1) // BLOCK_M * ((N + BLOCK_N - 1) // BLOCK_N)
+        stride = PROGRAMS
+    else:
+        last = tl.program_id(0) + 1
+        stride = 1
+    # the store's tile from a counter of its own, not the loop's (as Triton's persistent
+    # matmul tutorial: the flattened loop's prologue and epilogue do not share a value)
+    stored = tl.program_id(0) - stride
+    for program in tl.range(tl.program_id(0), last, stride, flatten=PROGRAMS > 0):
+        block_m, block_n = _tile(program, row_blocks, column_blocks, GROUP_M)
+        # split-K: program 1 takes its share of K, a constant trip count (a loop of run-time
+        # bounds keeps ptxas from pipelining wgmma: 'wgmma.mma_async instructions are
+        # serialized'); past K, TMA reads zeros
+        PER_SPLIT: tl.constexpr = (K + SPLIT_K * BLOCK_K - 1) // (SPLIT_K * BLOCK_K) * BLOCK_K
+        first = tl.program_id(1) * PER_SPLIT
+        # epilogue loads
+        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+        for step in range(0, PER_SPLIT, BLOCK_K):
+            k = first + step
+            x = a.load([block_m * BLOCK_M, k])
+            if W_T:
+                y = w.load([block_n * BLOCK_N, k]).T
+            else:
+                y = w.load([k, block_n * BLOCK_N])
+            acc = tl.dot(x, y, acc)
+        if SPLIT_K > 1:
+            at = [tl.program_id(1), block_m * BLOCK_M, block_n * BLOCK_N]
+            out.store(at, tl.reshape(acc, [1, BLOCK_M, BLOCK_N]))
+        else:
+            if PROGRAMS:
+                stored += stride
+                block_m, block_n = _tile(stored, row_blocks, column_blocks, GROUP_M)
+            y = acc  # epilogue
+            out.store([block_m * BLOCK_M, block_n * BLOCK_N], y.to(Out.dtype.element_ty))
+
+
+@triton.jit
+def _tile(program, row_blocks, column_blocks, GROUP_M: tl.constexpr):
+    """The (row block, column block) of tile ``program``: tiles go in groups of GROUP_M
+    row blocks, so that neighbouring programs share W's tiles in L2."""
+    per_group = GROUP_M * column_blocks
+    first = program // per_group * GROUP_M
+    rows_in_group = tl.minimum(row_blocks - first, GROUP_M)
+    return first + (program % per_group) % rows_in_group, (program % per_group) // rows_in_group

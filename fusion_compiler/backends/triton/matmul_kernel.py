@@ -42,11 +42,13 @@ class MatmulSpec(epilogues.EpilogueFields):
     num_warps: int = 8
     num_stages: int = 3
     split_k: int = 1  # > 1: programs sharing each tile's K, their sum by ``matmul_sum``
+    programs: int = 0  # > 0: persistent, this many programs take the tiles in turn
     arch: int = 90
 
     @property
     def grid(self) -> tuple[int, int, int]:
-        return (-(-self.m // self.block_m) * -(-self.n // self.block_n), self.split_k, 1)
+        tiles = -(-self.m // self.block_m) * -(-self.n // self.block_n)
+        return (self.programs or tiles, self.split_k, 1)
 
     @property
     def output(self) -> tuple[tuple[int, ...], str]:
@@ -86,6 +88,7 @@ class MatmulSpec(epilogues.EpilogueFields):
             "BLOCK_K": self.block_k,
             "GROUP_M": self.group_m,
             "SPLIT_K": self.split_k,
+            "PROGRAMS": self.programs,
         }
 
     def to_json(self) -> str:
@@ -137,30 +140,45 @@ def aligned(k: int, n: int, out_dtype: str) -> bool:
     )
 
 
-def tiles(m: int, n: int, k: int) -> dict[str, int]:
-    """Tiles by how many of them the output has (H100, fp16, benchmarks/results/
-    matmul_h100.md, five tilings per product): 128x256x64 with 8 warps where there are
-    about a wave of them or more (Llama-1B's products at 8192 rows: 587-748 TFLOP/s; its
-    K/V projection, 128 such tiles, 587 against 474 with 128x128), 128x128x64 where there
-    are half a wave of those (GPT-2's 512 rows by 2304 or 3072 outputs), else 64x64x64
-    (GPT-2's 768 outputs from K 3072: 168 TFLOP/s against 126); 64-row tiles for a few
-    rows (a decoding batch). Where 128x128 tiles fill at most half the multiprocessors
-    over a K of 4096 or more (Llama-1B's down projection at 512 rows: 64 tiles, K 8192),
-    split-K: as many programs share each tile's K as fit in one wave, each at least 16
-    steps of K."""
+def tiles(m: int, n: int, k: int, out_bytes: int = 2, epilogue: bool = False) -> dict[str, int]:
+    """Tiles by how many of them the output has (H100, fp16; benchmarks/results/
+    matmul_h100.md and matmul_tiles_h100.md). At least a wave of 128x128 tiles:
+    persistent programs, one per multiprocessor, each taking every 132nd tile, so that a
+    tile's store overlaps the next one's loads: 128x256x64 with 8 warps, or 128x128x64
+    where those fill the last round of tiles better (ViT's 768 outputs at 6304 rows:
+    69 us against 80; the non-persistent kernel's 84); BERT's, ViT's and Llama's products
+    8-24% faster than one tile per program. Fewer: one tile per program, 128x128 where
+    there are half a wave of those
+    (GPT-2's 512 rows by 2304 or 3072 outputs), else 64x64x64 (GPT-2's 768 outputs from
+    K 3072: 168 TFLOP/s against 126); 64-row tiles for a few rows (a decoding batch).
+    Where 128x128 tiles fill at most half the multiprocessors over a K of 4096 or more
+    (Llama-1B's down projection at 512 rows: 64 tiles, K 8192), split-K: as many
+    programs share each tile's K as fit in one wave, each at least 16 steps of K.
+    A persistent kernel with an ``epilogue`` (or a f32 output: ``out_bytes``) takes
+    128x128 tiles: at 128x256, ptxas spills (255 registers: the next tile's accumulator
+    lives beside this one's epilogue) and BERT's fc2 needs 240 KB of shared memory."""
     if m <= 64:
         return dict(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)
-    if -(-m // 128) * -(-n // 256) >= 100:
-        return dict(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3)
-    wide = dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4)
-    count = -(-m // 128) * -(-n // 128)
     sms = multiprocessors("sm_90")
+    wide = dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4)
+    widest = dict(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3)
+    count = -(-m // 128) * -(-n // 128)
+    pairs = -(-m // 128) * -(-n // 256)
+    if count >= sms:
+        if epilogue or out_bytes > 2 or _filled(count, sms) > _filled(pairs, sms) + 0.05:
+            return {**wide, "programs": sms}
+        return {**widest, "programs": min(sms, pairs)}
     split = min(_MAX_SPLIT, sms // count, k // (16 * 64))
     if count <= sms // 2 and split > 1 and k >= _SPLIT_MIN_K and split * m * n < 2**31:
         return {**wide, "split_k": split}
     if count >= 64:
         return wide
     return dict(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=4)
+
+
+def _filled(tiles: int, programs: int) -> float:
+    """The share of ``programs`` x rounds that ``tiles`` keeps busy."""
+    return tiles / (-(-tiles // programs) * programs)
 
 
 def source(spec: MatmulSpec) -> str | None:
@@ -172,8 +190,10 @@ def source(spec: MatmulSpec) -> str | None:
         "inside = (rows[:, None] < M) & (cols[None, :] < N)",
     ]
     # a whole tile of an input held across the K loop: 128 more registers a thread at
-    # 128x256 (ptxas: Llama's gate with SiLU(gate)·up 181 -> 255, the most there is)
-    whole_tiles = spec.block_m * spec.block_n <= _HOISTED_TILE
+    # 128x256 (ptxas: Llama's gate with SiLU(gate)·up 181 -> 255, the most there is);
+    # persistent, the next tile's accumulator lives beside it (BERT's fc2 at 128x128:
+    # 255 registers and spills, 198 without)
+    whole_tiles = spec.block_m * spec.block_n <= _HOISTED_TILE and not spec.programs
     return epilogues.kernel_source("matmul", spec, "acc", setup, whole_tiles)
 
 

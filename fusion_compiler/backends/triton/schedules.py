@@ -71,6 +71,11 @@ def multiprocessors(arch: str) -> int:
     return _SMS.get(arch.rstrip("a"), 132)
 
 
+def block_shared_bytes(arch: int) -> int:
+    """The shared memory one block may have on sm_``arch`` (90: 227 KiB)."""
+    return _SHARED_BYTES
+
+
 def resident_programs(tiles: Tiles, d: int, arch: str) -> int:
     """Programs of these tiles the GPU runs at once: per multiprocessor, as many as its
     shared memory and registers (taken as 128 per thread) hold."""
