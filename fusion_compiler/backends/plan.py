@@ -302,11 +302,11 @@ def _mask_plan(
     def name(value: ir.Value, dim: int) -> str | None:
         return sequences.get(root(value, dim))
 
-    if target == "cuda":
-        return kernel_mask.mask_code(op.operands[4], name)
     maxima = signature.dim_maxima(op)  # a dynamic length at its largest
     batch, *lengths = ir.RankedTensorType(op.operands[4].type).shape
     sizes = [maxima.get(r) if n < 0 else n for n, r in zip(lengths, roots, strict=True)]
+    if target == "cuda":
+        return kernel_mask.mask_code(op.operands[4], name, (batch, *sizes))
     return shader_mask.mask_code(op.operands[4], name, has, (batch, *sizes))
 
 

@@ -276,12 +276,15 @@ def expression(
     return _Printer(coords, inside, sizes, bounds)(tree)
 
 
-def mask_code(mask: ir.Value, dim_name: DimNamer | None = None) -> MaskCode | str:
+def mask_code(
+    mask: ir.Value, dim_name: DimNamer | None = None, extents: shared.Extents | None = None
+) -> MaskCode | str:
     """The mask (batch, n_q, n_k) as an expression of the kernel's ``batch``, ``rows``,
     ``keys``, ``inside``; or why it cannot be. ``dim_name``: what a dynamic dim of a
     tensor the mask reads is, among the kernel's sizes (an ``attention_mask`` input of
     the dynamic sequence length: ``n_k``), written in 64 bits: strides multiply sizes
-    (n_k * n_q overflows int32 from 46341)."""
+    (n_k * n_q overflows int32 from 46341). ``extents``: the coordinates' sizes, for the
+    mask's bounds over a tile (``bounds_code``)."""
 
     def printed(tree: Expr, sizes: dict[int, list[int | str]]) -> str:
         coords = ["batch", "rows[:, None]", "keys[None, :]"]
@@ -290,7 +293,7 @@ def mask_code(mask: ir.Value, dim_name: DimNamer | None = None) -> MaskCode | st
 
     return shared.mask_code(
         mask, dim_name, printed, _POINTER_TYPES, lambda name: f"{name}.to(tl.int64)",
-        bounded=bounds_code,
+        bounded=lambda tree, sizes: bounds_code(tree, sizes, extents),
     )  # fmt: skip
 
 
@@ -338,14 +341,18 @@ class _Bounds:
         self.exact = _Printer(["batch", "rr", "kk"])  # a load's coordinates
 
     def __call__(self, e: Expr) -> tuple[str, str]:
+        if isinstance(e, Const):  # its literal, never NaN (a NaN's bounds are (-inf, inf))
+            return self.node(e)
         if e not in self.names:
             low, high = self.node(e)
             name = f"b{len(self.names)}"
             self.lines += [f"{name}_lo = {low}", f"{name}_hi = {high}"]
             if expr.is_float(e.type):  # NaN (inf - inf, 0 · inf, a NaN read): any value
+                nan = f"({name}_lo != {name}_lo) | ({name}_hi != {name}_hi)"
                 self.lines += [
-                    f"{name}_lo = tl.where({name}_lo != {name}_lo, float('-inf'), {name}_lo)",
-                    f"{name}_hi = tl.where({name}_hi != {name}_hi, float('inf'), {name}_hi)",
+                    f"{name}_nan = {nan}",
+                    f"{name}_lo = tl.where({name}_nan, float('-inf'), {name}_lo)",
+                    f"{name}_hi = tl.where({name}_nan, float('inf'), {name}_hi)",
                 ]
             self.names[e] = (f"{name}_lo", f"{name}_hi")
         return self.names[e]
@@ -423,25 +430,32 @@ class _Bounds:
             return f"({a} - {d})", f"({b} - {c})"
         if name in ("arith.mulf", "arith.muli", "arith.divf", "arith.divui"):
             return self.scaled(e, args)
+        if name in ("arith.maxsi", "arith.minsi") and e.type == "i1":
+            # signed, true is -1: the larger of two booleans is their and
+            (a, b), (c, d) = args
+            symbol = "&" if name == "arith.maxsi" else "|"
+            return f"({a} {symbol} {c})", f"({b} {symbol} {d})"
         if name in ("arith.maximumf", "arith.maxnumf", "arith.maxsi"):
             (a, b), (c, d) = args
-            return f"tl.maximum({a}, {c})", f"tl.maximum({b}, {d})"
+            low, high = f"tl.maximum({a}, {c})", f"tl.maximum({b}, {d})"
+            return self.propagating(e, args, low, high)
         if name in ("arith.minimumf", "arith.minnumf", "arith.minsi"):
             (a, b), (c, d) = args
-            return f"tl.minimum({a}, {c})", f"tl.minimum({b}, {d})"
+            low, high = f"tl.minimum({a}, {c})", f"tl.minimum({b}, {d})"
+            return self.propagating(e, args, low, high)
         if name == "arith.negf":
             (a, b), = args  # fmt: skip
             return f"(-{b})", f"(-{a})"
         if name in ("math.floor", "math.ceil"):
             (a, b), = args  # fmt: skip
             function = name.removeprefix("math.")
+            if e.type in _HALF:  # Triton's floor takes fp32; exact, then back
+                a, b = f"({a}).to(tl.float32)", f"({b}).to(tl.float32)"
             return f"tl.{function}({a})", f"tl.{function}({b})"
         if name in ("math.absf", "math.absi"):
             (a, b), = args  # fmt: skip
-            return (
-                f"tl.where({a} >= 0, {a}, tl.where({b} <= 0, -({b}), 0))",
-                f"tl.maximum(-({a}), {b})",
-            )
+            low = f"tl.where({a} >= 0, {a}, tl.where({b} <= 0, -({b}), 0))"
+            return self.propagating(e, args, low, f"tl.maximum(-({a}), {b})")
         if name == "arith.select":
             (c, d), (a, b), (x, y) = args
             return (
@@ -462,6 +476,24 @@ class _Bounds:
         if name in expr.CASTS:
             return self.cast(e, args[0])
         raise Unsupported(f"{name} in a mask's bounds")
+
+    @staticmethod
+    def propagating(e: Op, args, low: str, high: str) -> tuple[str, str]:
+        """``low``, ``high`` of an op that gives NaN where an operand is NaN (maximumf,
+        minimumf, absf): (-inf, inf), a NaN's bounds, where an operand's are."""
+        if e.name not in ("arith.maximumf", "arith.minimumf", "math.absf"):
+            return low, high
+        if any(isinstance(o, Const) and o.value != o.value for o in e.operands):
+            return 'float("-inf")', 'float("inf")'
+        varying = [
+            pair for o, pair in zip(e.operands, args, strict=True) if not isinstance(o, Const)
+        ]
+        if not varying:
+            return low, high
+        nan = " | ".join(
+            f"(({lo} == float('-inf')) & ({hi} == float('inf')))" for lo, hi in varying
+        )
+        return f"tl.where({nan}, float('-inf'), {low})", f"tl.where({nan}, float('inf'), {high})"
 
     def scaled(self, e: Op, args: list[tuple[str, str]]) -> tuple[str, str]:
         """A product or quotient by a constant (its sign orders the bounds)."""
@@ -509,8 +541,12 @@ class _Bounds:
         }
         low, high = cases[predicate]
         if floats:
-            finite = " & ".join(f"(tl.abs({x}) < float('inf'))" for x in (a, b, c, d))
-            low = f"({low} & {finite})"
+            if any(isinstance(o, Const) and abs(o.value) == math.inf for o in operands):
+                low = "False"  # never "everywhere" against an infinity: NaN may be there
+            bounds = [x for o, pair in zip(operands, args, strict=True) for x in pair
+                      if not isinstance(o, Const)]  # fmt: skip
+            finite = " & ".join(f"(tl.abs({x}) < float('inf'))" for x in bounds)
+            low = f"({low} & {finite})" if finite else low
         return f"({low}).to(tl.int32)", f"({high}).to(tl.int32)"
 
     def compare_floats(self, predicate: str, operands, args) -> tuple[str, str]:
@@ -543,17 +579,63 @@ class _Bounds:
         if name in _MONOTONE_CASTS:
             return f"({low}).to({to})", f"({high}).to({to})"
         if name == "arith.fptosi" and target in (*_WIDE, "i32"):
-            # rounds toward zero, in order; clamped first (an infinite bound: any value)
-            most = 2**62 if target in _WIDE else 2**31 - 1
+            # rounds toward zero, in order, saturating at the type's ends as the GPU's
+            # conversion does (an infinite bound: the end); clamped at 2^63 (2^31), which
+            # the conversion saturates
+            most = 2**63 if target in _WIDE else 2**31
             low, high = (f"tl.minimum(tl.maximum({x}, {-most}.0), {most}.0)" for x in bounds)
             return f"({low}).to({to})", f"({high}).to({to})"
         raise Unsupported(f"{name} from {source} to {target} in a mask's bounds")
 
 
-def bounds_code(tree: Expr, sizes: dict[int, list[int | str]]) -> tuple[str, ...]:
+def bounds_code(
+    tree: Expr, sizes: dict[int, list[int | str]], extents: shared.Extents | None = None
+) -> tuple[str, ...]:
     """Lines of Triton that set ``low`` and ``high``: the least and the most the mask
     ``tree`` adds over a row block and each key block of a chunk (``_Bounds``);
-    Unsupported where they cannot be found so."""
+    Unsupported where they cannot be found so. Integer sums and products must not wrap
+    for coordinates within ``extents`` (the batch, n_q, n_k): their bounds keep order
+    only then (an index's within 32 bits, as the kernel holds coordinates)."""
+    _check_no_wrap(tree, extents)
     bounds = _Bounds(sizes)
     low, high = bounds(tree)
     return (*bounds.lines, f"low = {low}", f"high = {high}")
+
+
+_WRAPPING = {"arith.addi": "add", "arith.subi": "sub", "arith.muli": "mul", "math.absi": "abs"}
+
+
+def _check_no_wrap(tree: Expr, extents: shared.Extents | None) -> None:
+    """Unsupported where an integer sum, difference, product or absolute value in
+    ``tree`` may leave its type (an index: 32 bits) for coordinates within ``extents``
+    and inputs anywhere in their types."""
+    arithmetic = [e for e in expr.walk(tree) if isinstance(e, Op) and e.name in _WRAPPING]
+    if not arithmetic:
+        return
+    if extents is None or any(n is None or n <= 0 for n in extents):
+        raise Unsupported("integer arithmetic over coordinates without known sizes")
+
+    def index(dim: int) -> expr.Interval:
+        return (0, extents[dim] - 1)
+
+    def load(leaf: Load) -> expr.Interval:
+        return (-math.inf, math.inf) if expr.is_float(leaf.type) else expr.type_range(leaf.type)
+
+    found = expr.bounds(tree, index, load)
+    for e in arithmetic:
+        a = found[e.operands[0]]
+        if e.name == "math.absi":
+            exact = (0, max(-a[0], a[1]))
+        else:
+            b = found[e.operands[1]]
+            kind = _WRAPPING[e.name]
+            if kind == "add":
+                exact = (a[0] + b[0], a[1] + b[1])
+            elif kind == "sub":
+                exact = (a[0] - b[1], a[1] - b[0])
+            else:
+                products = [x * y for x in a for y in b]
+                exact = (min(products), max(products))
+        low, high = expr.type_range("i32" if e.type == "index" else e.type)
+        if not (low <= exact[0] and exact[1] <= high):
+            raise Unsupported(f"{e.name} may leave {e.type} in a mask's bounds")
