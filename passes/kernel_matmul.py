@@ -107,12 +107,16 @@ def run(module: ir.Operation, options: Options) -> None:
 
 
 def _fitting(spec: MatmulSpec) -> tuple[MatmulSpec, Kernel]:
-    """``spec`` and its kernel; one tile per program where the persistent kernel needs
-    more shared memory than a block may have (an epilogue's layout conversions take some
-    beside the pipeline and the staged output)."""
+    """``spec`` and its kernel; where it needs more shared memory than a block may have
+    (an epilogue's layout conversions take some beside the pipeline and the staged
+    output), one tile per program, then fewer pipeline stages."""
+    limit = block_shared_bytes(spec.arch)
     kernel = compile_matmul(spec)
-    if spec.programs and kernel.shared_bytes > block_shared_bytes(spec.arch):
+    if spec.programs and kernel.shared_bytes > limit:
         spec = replace(spec, programs=0)
+        kernel = compile_matmul(spec)
+    while kernel.shared_bytes > limit and spec.num_stages > 1:
+        spec = replace(spec, num_stages=spec.num_stages - 1)
         kernel = compile_matmul(spec)
     return spec, kernel
 

@@ -170,9 +170,8 @@ def test_few_tiles_over_a_long_k_split_it_and_sum_with_the_epilogue() -> None:
 
 
 def test_persistent_programs_take_every_tile_with_its_epilogue() -> None:
-    """Three persistent programs over 5 x 4 tiles (the last row and column ragged; the
-    last round's programs past the tiles redo the last one): every tile once, with its
-    bias, GELU and residual."""
+    """Three persistent programs over 5 x 4 tiles (the last row and column ragged, the
+    last round two programs' only): every tile once, with its bias, GELU and residual."""
     torch.manual_seed(0)
     model = DownProjection(160, 200).half().eval()
     x, r = torch.randn(1, 300, 160).half(), torch.randn(1, 300, 200).half()

@@ -59,17 +59,21 @@ def matmul(
         out = tl.make_tensor_descriptor(
             Out, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N]
         )
-    # persistent (PROGRAMS): each program takes every PROGRAMS-th tile; else one tile
+    # persistent (PROGRAMS): each program takes every PROGRAMS-th tile; else its own, in
+    # a loop of one constant trip
     if PROGRAMS:
+        start = tl.program_id(0)
         last = (M + BLOCK_M - 1) // BLOCK_M * ((N + BLOCK_N - 1) // BLOCK_N)
         stride = PROGRAMS
     else:
-        last = tl.program_id(0) + 1
+        start = 0
+        last = 1
         stride = 1
     # the store's tile from a counter of its own, not the loop's (as Triton's persistent
     # matmul tutorial: the flattened loop's prologue and epilogue do not share a value)
-    stored = tl.program_id(0) - stride
-    for program in tl.range(tl.program_id(0), last, stride, flatten=PROGRAMS > 0):
+    stored = tl.program_id(0) - PROGRAMS
+    for trip in tl.range(start, last, stride, flatten=PROGRAMS > 0):
+        program = trip if PROGRAMS else tl.program_id(0)
         block_m, block_n = _tile(program, row_blocks, column_blocks, GROUP_M)
         # split-K: program 1 takes its share of K, a constant trip count (a loop of run-time
         # bounds keeps ptxas from pipelining wgmma: 'wgmma.mma_async instructions are
@@ -91,7 +95,7 @@ def matmul(
             out.store(at, tl.reshape(acc, [1, BLOCK_M, BLOCK_N]))
         else:
             if PROGRAMS:
-                stored += stride
+                stored += PROGRAMS
                 block_m, block_n = _tile(stored, row_blocks, column_blocks, GROUP_M)
             y = acc  # epilogue
             out.store([block_m * BLOCK_M, block_n * BLOCK_N], y.to(Out.dtype.element_ty))

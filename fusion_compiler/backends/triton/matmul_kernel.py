@@ -165,7 +165,9 @@ def tiles(m: int, n: int, k: int, out_bytes: int = 2, epilogue: bool = False) ->
     count = -(-m // 128) * -(-n // 128)
     pairs = -(-m // 128) * -(-n // 256)
     if count >= sms:
-        if epilogue or out_bytes > 2 or _filled(count, sms) > _filled(pairs, sms) + 0.05:
+        used_128 = _filled(count, sms) * n / (-(-n // 128) * 128)
+        used_256 = _filled(pairs, sms) * n / (-(-n // 256) * 256)  # padding does nothing
+        if epilogue or out_bytes > 2 or used_128 > used_256 + 0.05:
             return {**wide, "programs": sms}
         return {**widest, "programs": min(sms, pairs)}
     split = min(_MAX_SPLIT, sms // count, k // (16 * 64))
