@@ -1,12 +1,15 @@
 """A block map's classes from the mask's bounds over a tile (``triton.mask.bounds_code``):
-for hand-built mask trees, the generated lines run under Triton's interpreter over a few
-key blocks, and every element's exact value (``expr.evaluate``) must lie within the
-bounds, a NaN only where they are (-inf, inf); what cannot be bounded so is refused."""
+for hand-built mask trees, the generated lines run under Triton's interpreter (a child
+process: Triton picks the interpreter when it is imported) over a few key blocks, and
+every element's exact value (``expr.evaluate``) must lie within the bounds, a NaN only
+where they are (-inf, inf); what cannot be bounded so is refused."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -32,6 +35,20 @@ def bounds(L0, L1, Out, row_lo, row_hi, n_k, ROWS: tl.constexpr, BLOCK_N: tl.con
     {lines}
     tl.store(Out + block, tl.zeros(block.shape, tl.float32) + low)
     tl.store(Out + STEP + block, tl.zeros(block.shape, tl.float32) + high)
+
+
+if __name__ == "__main__":
+    import sys
+
+    import torch
+
+    from fusion_compiler.backends.triton.interpret import patch_interpreter
+
+    patch_interpreter()
+    inputs = torch.load(sys.argv[1])
+    out = torch.zeros(2 * {step})
+    bounds[(1,)](*inputs, out, 0, {rows} - 1, {n_k}, ROWS={rows}, BLOCK_N={block_n}, STEP={step})
+    torch.save(out, sys.argv[2])
 """
 ROWS, BLOCK_N, STEP, N_K = 4, 4, 2, 8
 NEG, ZERO = Const(-math.inf, "f32"), Const(0.0, "f32")
@@ -49,12 +66,13 @@ def _select(condition, a=ZERO, b=NEG) -> Op:
 def _check(tree, inputs, tmp_path) -> None:
     lines = bounds_code(tree, {}, (1, ROWS, N_K))
     path = tmp_path / "bounds_kernel.py"
-    path.write_text(_KERNEL.format(lines="\n    ".join(lines)))
-    spec = importlib.util.spec_from_file_location("bounds_kernel", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    out = torch.zeros(2 * STEP)
-    module.bounds[(1,)](*inputs, out, 0, ROWS - 1, N_K, ROWS=ROWS, BLOCK_N=BLOCK_N, STEP=STEP)
+    sizes = dict(rows=ROWS, n_k=N_K, block_n=BLOCK_N, step=STEP)
+    path.write_text(_KERNEL.format(lines="\n    ".join(lines), **sizes))
+    torch.save(list(inputs), tmp_path / "inputs.pt")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    args = [sys.executable, str(path), str(tmp_path / "inputs.pt"), str(tmp_path / "out.pt")]
+    subprocess.run(args, env=env, check=True, capture_output=True)
+    out = torch.load(tmp_path / "out.pt")
     rows, keys = np.meshgrid(np.arange(ROWS), np.arange(N_K), indexing="ij")
     coords = {0: np.zeros_like(rows), 1: rows, 2: keys}
     exact = expr.evaluate(tree, coords.__getitem__, lambda leaf, c: inputs[leaf.slot].numpy()[c[0]])
@@ -66,14 +84,6 @@ def _check(tree, inputs, tmp_path) -> None:
             assert (low, high) == (-math.inf, math.inf), (j, low, high)
         finite = values[~np.isnan(values)]
         assert finite.size == 0 or low <= finite.min() and finite.max() <= high, (j, low, high)
-
-
-@pytest.fixture(autouse=True)
-def _interpreter(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    from fusion_compiler.backends.triton.interpret import patch_interpreter
-
-    patch_interpreter()
 
 
 def test_nan_through_a_clamp_leaves_the_tile_undecided(tmp_path) -> None:
