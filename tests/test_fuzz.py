@@ -6,7 +6,7 @@ case runs in a child process (``fuzz_graphs.Worker``): a compile that crashes fa
 its case, not the session.
 
 - ``test_fuzz``: the fast profile, in every run: 64 derandomized examples, mostly small
-  shapes (about 3.5 minutes on 2 cores); a failure is reported as found, not shrunk.
+  shapes (about 3 minutes on 2 cores); a failure is reported as found, not shrunk.
 - ``test_fuzz_long``: ``pytest -m long tests/test_fuzz.py``, 2000 examples, larger shapes
   more often, failures shrunk (skipped unless ``-m long`` names it).
 - Both: ``FUZZ_EXAMPLES`` sets another count; with ``FUZZ_LOG=path`` every case and what
