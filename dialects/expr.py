@@ -800,7 +800,7 @@ def _hull(*pairs: Interval) -> Interval:
     return (min(p[0] for p in pairs), max(p[1] for p in pairs))
 
 
-def _arith(kind: str, a: Interval, b: Interval) -> Interval:
+def arith(kind: str, a: Interval, b: Interval) -> Interval:
     """Exact interval arithmetic; ``div`` of an interval holding 0 is unbounded."""
     if kind == "add":
         return (a[0] + b[0], a[1] + b[1])
@@ -824,7 +824,7 @@ def _float_bounds(e: Op, args: list[Interval]) -> Interval:
     """Bounds of a float op, widened by a relative 2^-20 for its rounding."""
     name = e.name
     if name in _FLOAT_OPS:
-        found = _arith(_FLOAT_OPS[name], *args)
+        found = arith(_FLOAT_OPS[name], *args)
     elif name in ("arith.sitofp", "arith.uitofp", "arith.extf", "arith.truncf", "arith.select"):
         found = _hull(*args[-2:]) if name == "arith.select" else args[0]
         if name == "arith.uitofp" and found[0] < 0:
@@ -849,7 +849,7 @@ def _integer_bounds(e: Op, args: list[Interval]) -> Interval:
     if name == "arith.select":
         return _hull(*args[1:])
     if name in _INT_OPS:
-        return _wrapped(_arith(_INT_OPS[name], *args), type_)
+        return _wrapped(arith(_INT_OPS[name], *args), type_)
     if name in ("arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui"):
         return _hull(*args)  # one of the operands
     if name == "math.absi":  # a distance (ModernBERT's local window: |row - key|)

@@ -149,6 +149,18 @@ class DownProjection(torch.nn.Module):
         return r + torch.nn.functional.gelu(self.linear(x))
 
 
+def _interpreted_down_projection(spec: MatmulSpec, model, x, r):
+    """(the interpreted kernel's output, PyTorch's in float64) of ``DownProjection``;
+    the bias and the residual passed in the order the epilogue reads them."""
+    bias = model.linear.bias.detach()
+    inputs = [bias, r] if "tl.load(L0 + (cols" in spec.epilogue else [r, bias]
+    rows = x.shape[0] * x.shape[1]
+    got = run_interpreted(spec, x.reshape(rows, -1), model.linear.weight.detach(), *inputs)
+    with torch.no_grad():
+        want = model.double()(x.double(), r.double()).reshape(rows, -1)
+    return got, want
+
+
 def test_few_tiles_over_a_long_k_split_it_and_sum_with_the_epilogue() -> None:
     """Two output tiles (136 columns: the second ragged) over K = 4104 (the last share
     ragged too): four programs share each tile's K, writing f32 partial products that a
@@ -161,12 +173,7 @@ def test_few_tiles_over_a_long_k_split_it_and_sum_with_the_epilogue() -> None:
     assert (spec.m, spec.k, spec.n, spec.split_k) == (72, 4104, 136, 4), spec
     assert flow.stats["dispatches"] == 2, flow.remarks  # the partial products, their sum
     assert any("split-K 4" in str(r) for r in flow.remarks), flow.remarks
-    bias = model.linear.bias.detach()
-    inputs = [bias, r] if "tl.load(L0 + (cols" in spec.epilogue else [r, bias]  # by its reads
-    got = run_interpreted(spec, x.reshape(72, 4104), model.linear.weight.detach(), *inputs)
-    with torch.no_grad():
-        want = model.double()(x.double(), r.double()).reshape(72, 136)
-    assert rel_error(got, want) < 3e-3
+    assert rel_error(*_interpreted_down_projection(spec, model, x, r)) < 3e-3
 
 
 def test_persistent_programs_take_every_tile_with_its_epilogue() -> None:
@@ -179,12 +186,7 @@ def test_persistent_programs_take_every_tile_with_its_epilogue() -> None:
     (spec,) = _specs(flow)
     spec = dataclasses.replace(spec, block_m=64, block_n=64, programs=3)
     assert spec.grid == (3, 1, 1)
-    bias = model.linear.bias.detach()
-    inputs = [bias, r] if "tl.load(L0 + (cols" in spec.epilogue else [r, bias]  # by its reads
-    got = run_interpreted(spec, x.reshape(300, 160), model.linear.weight.detach(), *inputs)
-    with torch.no_grad():
-        want = model.double()(x.double(), r.double()).reshape(300, 200)
-    assert rel_error(got, want) < 3e-3
+    assert rel_error(*_interpreted_down_projection(spec, model, x, r)) < 3e-3
 
 
 def test_the_epilogue_loads_are_issued_before_the_k_loop() -> None:

@@ -627,15 +627,7 @@ def _check_no_wrap(tree: Expr, extents: shared.Extents | None) -> None:
         if e.name == "math.absi":
             exact = (0, max(-a[0], a[1]))
         else:
-            b = found[e.operands[1]]
-            kind = _WRAPPING[e.name]
-            if kind == "add":
-                exact = (a[0] + b[0], a[1] + b[1])
-            elif kind == "sub":
-                exact = (a[0] - b[1], a[1] - b[0])
-            else:
-                products = [x * y for x in a for y in b]
-                exact = (min(products), max(products))
+            exact = expr.arith(_WRAPPING[e.name], a, found[e.operands[1]])
         low, high = expr.type_range("i32" if e.type == "index" else e.type)
         if not (low <= exact[0] and exact[1] <= high):
             raise Unsupported(f"{e.name} may leave {e.type} in a mask's bounds")
