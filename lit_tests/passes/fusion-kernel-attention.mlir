@@ -409,6 +409,8 @@ func.func @padding_block_map(%q: tensor<4x256x64xf16>, %k: tensor<4x512x64xf16>,
 // CHECK: %[[CLASSES:.+]]:3 = flow.dispatch @fusion_attention_0_block_classes::@block_classes(%{{.+}}) : (tensor<4x512xi1>) -> (tensor<{{[0-9]+}}xi32>, tensor<1xi8>, tensor<1xi8>)
 // CHECK: %[[MAP:.+]]:3 = flow.dispatch @fusion_attention_0_block_lists::@block_lists(%[[CLASSES]]#0) : (tensor<{{[0-9]+}}xi32>) -> (tensor<{{[0-9]+}}xi32>, tensor<1xi8>, tensor<1xi8>)
 // CHECK: flow.dispatch @fusion_attention_0::@attention(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[MAP]]#0, %{{.+}}) {{.*}}\22block_map\22: true
+// the map's classes from the mask's bounds: the padding input's least and most per key block
+// CHECK-SAME: \22mask_bounds\22: [\22v{{[0-9]+}} = tl.load(L0 + {{.*}}, mask=kk < n_k, other=0)
 
 // -----
 
