@@ -246,6 +246,12 @@ def main(
     r = commands.add_parser("run", help="time every system; results to OUT")
     r.add_argument("folder", type=Path, help="where prepare wrote the modules")
     r.add_argument("out", type=Path)
+    r.add_argument(
+        "--baseline",
+        type=Path,
+        help="another folder of our modules (an older build), timed in the same run as "
+        "ours_sm90_baseline where the suite supports it",
+    )
     for sub in commands.choices.values():
         sub.add_argument("--only", default="", help="only the cases whose name contains this")
         if options is not None:

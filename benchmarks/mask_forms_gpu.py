@@ -33,7 +33,8 @@ Systems: ours_sm90 (fc.compile of the spelling, cuda_arch="sm_90"; a spelling th
 not compile is a record saying so), torch_sdpa_cudnn (SDPA under cuDNN with the case's
 mask as SDPA takes it: is_causal where it is causal from the first key, else a boolean
 attn_mask) and torch_sdpa (the same, torch's choice of backend); for the windows also
-torch_flex (torch.compile'd FlexAttention with the window as mask_mod and BlockMask).
+torch_flex (torch.compile'd FlexAttention with the window as mask_mod and BlockMask); with
+--baseline FOLDER, ours_sm90_baseline: the modules of another build, in the same run.
 Every output is checked against float32 SDPA with the case's mask; TFLOP/s counts the
 query-key pairs the mask keeps. Padding cases also record whether NaN keys at the masked
 positions leave our output finite, and PyTorch eager's of the same spelling (masked_fill
@@ -482,6 +483,10 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
             "torch_sdpa_cudnn": _peer(spelling, SDPBackend.CUDNN_ATTENTION),
             "torch_sdpa": _peer(spelling),
         }
+        if args.baseline:
+            systems["ours_sm90_baseline"] = harness.module(
+                args.baseline, f"{name}.ours_sm90", "cuda"
+            )
         if "@" in name:  # the grid: each shape's peers once, cuDNN only
             shape = (b, h, spelling.nq, n, spelling.dtype)
             del systems["torch_sdpa"]

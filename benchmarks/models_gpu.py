@@ -265,12 +265,6 @@ def _options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="decoding steps: also torch.compile reduce-overhead (CUDA graphs)",
     )
-    parser.add_argument(
-        "--baseline",
-        type=Path,
-        help="another folder of our modules (an older build), timed in the same run as "
-        "ours_sm90_baseline",
-    )
 
 
 if __name__ == "__main__":

@@ -125,10 +125,29 @@ def with_producer_warp(spec: TritonSpec, resident: int) -> TritonSpec:
     return candidate
 
 
-def kernel_source(spec: TritonSpec) -> str:
+# the body of warp_specialized.py's ``_bias`` that a computed mask's expression replaces
+_WS_BIAS = "return 0.0  # the mask's expression"
+# warp_specialized.attention's pointer parameters that a spec may lack (then None)
+_WS_OPTIONAL = ("Mask", "L0", "L1", "L2", "L3", "Map")
+
+
+def kernel_source(spec: TritonSpec, entry: str = "attention") -> str:
     """The source ``compile_kernel`` compiles: ``warp_specialized.py`` for a warp-specialized
-    spec, else the generated template (``source_of``, which Triton's interpreter runs)."""
-    return _WARP_SPECIALIZED.read_text() if spec.warp_specialized else source_of(spec)
+    spec's attention (its ``_bias`` returning the computed mask in Gluon), else the
+    generated template (``source_of``, which Triton's interpreter runs; the block map's
+    kernels of either)."""
+    if not _gluon(spec, entry):
+        return source_of(spec)
+    source = _WARP_SPECIALIZED.read_text()
+    if spec.ws_mask is None:
+        return source
+    assert source.count(_WS_BIAS) == 1, "warp_specialized._bias has lost its marker"
+    return source.replace(_WS_BIAS, f"return {spec.ws_mask}")
+
+
+def _gluon(spec: TritonSpec, entry: str) -> bool:
+    """Whether ``entry`` of ``spec`` is ``warp_specialized.py``'s Gluon kernel."""
+    return spec.warp_specialized and entry == "attention"
 
 
 def triton_version() -> str:
@@ -148,7 +167,7 @@ def compile_kernel(spec: TritonSpec, entry: str = "attention") -> Kernel:
     """The cubin of ``spec``'s ``entry`` kernel (``attention``; ``combine`` after a
     split-KV attention; ``block_classes`` and ``block_lists`` before one with a block map),
     from the cache when the same kernel was built before."""
-    source = kernel_source(spec)
+    source = kernel_source(spec, entry)
 
     def build(directory: Path):  # -> CompiledKernel
         source_path = directory / "kernel.py"
@@ -266,8 +285,9 @@ def triton_compile(
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    aligned = {(i,): [["tt.divisibility", 16]] for i in range(len(pointers))}
-    signature = {**pointers, **dict.fromkeys(constants, "constexpr")}
+    names = function.arg_names  # Triton reads the signature in the parameters' order
+    aligned = {(names.index(name),): [["tt.divisibility", 16]] for name in pointers}
+    signature = {name: pointers.get(name, "constexpr") for name in names}
     if gluon:
         from triton.experimental.gluon._runtime import GluonASTSource as ASTSource
     source = ASTSource(function, signature, constexprs=constants, attrs=aligned)
@@ -302,9 +322,13 @@ def _triton_compile(spec: TritonSpec, source_path: Path, entry: str):  # -> Comp
             signature["Mask"] = f"*{TRITON_TYPES[spec.mask_dtype or spec.dtype]}"
         signature.update({f"L{i}": t for i, t in enumerate(spec.mask_inputs)})
         signature = {name: signature[name] for name in spec.pointers}  # Map: with a map
-        constants = spec.ws_constants() if spec.warp_specialized else spec.constants()
+        if _gluon(spec, entry):  # the pointers this spec lacks: None
+            lacking = {name: None for name in _WS_OPTIONAL if name not in signature}
+            constants = {**lacking, **spec.ws_constants()}
+        else:
+            constants = spec.constants()
     kernel = getattr(module, entry)
-    if spec.warp_specialized:
+    if _gluon(spec, entry):
         options = {"num_warps": spec.num_warps, "maxnreg": WS_MAX_REGISTERS}
         return triton_compile(kernel, signature, constants, spec.arch, options, gluon=True)
     options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}

@@ -8,6 +8,7 @@ persistent programs; its constants are the template's ``constexpr`` parameters.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from fusion_compiler.backends.spec import Problem, View
@@ -17,6 +18,33 @@ _LOWEST_F32 = -3.4028234663852886e38
 # Triton appends two pointers of its own (global and profile scratch) after ours.
 HIDDEN_POINTERS = 2
 COMBINE_BLOCK = 16  # rows per program of the split-KV combine kernel
+# the computed mask's inputs the producer-warp kernel takes (L0-L3)
+WS_MASK_INPUTS = 4
+# Triton's names in a printed mask (``triton.mask``) and Gluon's for the same op; a mask
+# using any other goes to the template's kernel
+_GLUON_NAMES = {
+    **{f"tl.{n}": f"gl.{n}" for n in (
+        "where", "load", "maximum", "minimum", "abs", "exp", "log", "floor", "ceil",
+        "sqrt_rn", "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+        "uint64", "float16", "bfloat16", "float32", "float64",
+    )},
+    **{f"tl.math.{n}": f"gl.{n}" for n in ("exp2", "log2", "div_rn", "erf")},
+}  # fmt: skip
+
+
+def gluon_expression(expression: str) -> str | None:
+    """A printed Triton expression (a computed mask) in Gluon's names, or None where it
+    uses an op this translation lacks."""
+    unknown = []
+
+    def renamed(match: re.Match) -> str:
+        name = _GLUON_NAMES.get(match.group(0))
+        if name is None:
+            unknown.append(match.group(0))
+        return name or match.group(0)
+
+    translated = re.sub(r"\btl\.[A-Za-z_][\w.]*[A-Za-z_0-9]", renamed, expression)
+    return None if unknown else translated
 
 
 def describable(view: View, cols: int) -> bool:
@@ -105,9 +133,10 @@ class TritonSpec(Problem):
     @property
     def warp_specialized(self) -> bool:
         """The kernel is ``warp_specialized.py``'s (a producer warp keeps a K/V ring filled across
-        tiles): persistent programs on sm_90 over causal or full attention without a mask
-        or score function, f16 or bf16, D = DV = 128, 64x64 tiles, n_q = n_k a multiple
-        of 64, every operand a contiguous (batch, rows, 128) tensor. H200, kernel time
+        tiles): persistent programs on sm_90 over causal or full attention without a score
+        function, with no mask or a computed one with a block map (in Gluon's names, at
+        most ``WS_MASK_INPUTS`` inputs), f16 or bf16, D = DV = 128, 64x64 tiles, n_q = n_k
+        a multiple of 64, every operand a contiguous (batch, rows, 128) tensor. H200, kernel time
         against this template's kernels: causal N1024 44.3 against 46.4-47.2 us, N4096
         132-137 against 143-159, GQA N8192 1151 against 1237; full N1024 71.2 against 74.3
         (``with_producer_warp``; benchmarks/results/causal_schedules_h200.md)."""
@@ -119,7 +148,7 @@ class TritonSpec(Problem):
             and self.n_q == self.n_k
             and self.n_q % 64 == 0
             and self.mask_dtype is None
-            and self.mask_expr is None
+            and (self.mask_expr is None or self.ws_mask is not None)
             and self.score == "x"
             and self.qk_scale > 0
             and self.dtype in ("f16", "bf16")
@@ -131,6 +160,16 @@ class TritonSpec(Problem):
             and all(packed(self.views[i], self.n_q, self.d) for i in (0, 1, 2, 4))
             and self.offsets == (0, 0, 0)
         )
+
+    @property
+    def ws_mask(self) -> str | None:
+        """The computed mask in Gluon for the producer-warp kernel: with a block map and
+        at most ``WS_MASK_INPUTS`` inputs; else None."""
+        if self.mask_expr is None or not self.block_map:
+            return None
+        if len(self.mask_inputs) > WS_MASK_INPUTS:
+            return None
+        return gluon_expression(self.mask_expr)
 
     def ws_constants(self) -> dict[str, object]:
         """The ``gl.constexpr`` parameters of ``warp_specialized.attention``."""
@@ -148,6 +187,11 @@ class TritonSpec(Problem):
             "WINDOW_START": self.window_start or 0,
             # as the template's persistent programs: over short rows only
             "DESYNC": self.causal_offset is not None and self.n_k <= 2048,
+            "BLOCK_MAP": self.block_map,
+            "HAS_MASK": self.constants()["HAS_MASK"],
+            "MAP_GROUP": self.map_group,
+            "MAP_ROWS": self.map_rows,
+            "KEY_BLOCKS": self.key_blocks,
         }
 
     def grid_for(self, n_q: int) -> tuple[int, int, int]:
@@ -231,8 +275,10 @@ class TritonSpec(Problem):
             "CHUNK": self.map_chunk,
             "STEPS": self.map_steps,
             "PARTS": self.map_parts,
-            # a finite fill keeps the counts of kept keys per row: every (row, key)
-            "BOUNDS": self.mask_bounds is not None and constants["HAS_MASK"] >= 0,
+            # a finite fill keeps the counts of kept keys per row: every (row, key); a
+            # -inf that replaces the score (masked_fill) is bounded as an added one
+            "BOUNDS": self.mask_bounds is not None and self.mask_swamps is None,
+            "FINITE_FILL": self.mask_swamps is not None,
         }
 
     def lists_constants(self) -> dict[str, object]:
@@ -240,7 +286,7 @@ class TritonSpec(Problem):
         return {
             "N_Q": self.n_q,
             "N_K": self.n_k,
-            "HAS_MASK": self.constants()["HAS_MASK"],
+            "FINITE_FILL": self.mask_swamps is not None,
             "BLOCK_M": self.block_m,
             "BLOCK_N": self.block_n,
             "MAP_ROWS": self.map_rows,

@@ -15,6 +15,10 @@
 # - one warpgroup computes: Q stays in registers (QK^T's A operand), the next tile's
 #   loaded during the current one, and the output leaves through shared memory by a TMA
 #   store that runs while the next tile starts.
+# With BLOCK_MAP (a mask computed in the kernel that can empty whole tiles: padding,
+# documents), each tile visits only the key blocks the template's ``block_lists`` listed
+# for its row block, those with no mask work first; on the others the warpgroup adds the
+# mask, ``_bias``, whose body ``kernel.kernel_source`` fills with the spec's expression.
 # Operands are (batch, rows, D) row-major (K and V: batch // KV_GROUP of them); D and the
 # rows are multiples of the 64-row block.
 from triton.experimental import gluon
@@ -91,6 +95,68 @@ def _first_row(tile, N: gl.constexpr, BATCH: gl.constexpr, BLOCK: gl.constexpr,
 
 
 @gluon.jit
+def _listed(Map, tile, BATCH: gl.constexpr, TILES: gl.constexpr, CAUSAL: gl.constexpr,
+            MAP_GROUP: gl.constexpr, MAP_ROWS: gl.constexpr, KEY_BLOCKS: gl.constexpr):  # fmt: skip
+    """A tile's entry of the block map (``block_lists``): the counts of its key blocks
+    with no mask work and with some, then the first from the front, the second from the
+    back of KEY_BLOCKS slots."""
+    entry = _tile_batch(tile, BATCH, TILES, CAUSAL) // MAP_GROUP
+    if MAP_ROWS:
+        entry = entry * (TILES // BATCH) + _row_block(tile, BATCH, TILES, CAUSAL)
+    return Map + entry * (2 + KEY_BLOCKS)
+
+
+@gluon.jit
+def _listed_block(listed, i, plain, KEY_BLOCKS: gl.constexpr):
+    """The key block at position ``i`` of a tile's visits: the map's ``plain`` blocks
+    with no mask work, then those with some."""
+    return gl.load(listed + gl.where(i < plain, 2 + i, 1 + KEY_BLOCKS - (i - plain)))
+
+
+@gluon.jit
+def _mapped_visits(Map, tile, BATCH: gl.constexpr, TILES: gl.constexpr,
+                   CAUSAL: gl.constexpr, MAP_GROUP: gl.constexpr, MAP_ROWS: gl.constexpr,
+                   KEY_BLOCKS: gl.constexpr):  # fmt: skip
+    """A tile's visits with a block map: (the first, the one after the last, the first
+    that needs the mask, its map entry); visit i is the map's i-th key block
+    (``_listed_block``). Without a map, visit i is key block i (``_key_blocks``)."""
+    listed = _listed(Map, tile, BATCH, TILES, CAUSAL, MAP_GROUP, MAP_ROWS, KEY_BLOCKS)
+    plain = gl.load(listed)
+    return gl.to_tensor(0), plain + gl.load(listed + 1), plain, listed
+
+
+@gluon.jit
+def _bias(L0, L1, L2, L3, batch, rows, keys, n_q, n_k):
+    """The computed mask at (batch, rows[:, None], keys[None, :]): the spec's expression
+    of the mask's inputs L0-L3, in Gluon, put here by ``kernel.kernel_source``."""
+    return 0.0  # the mask's expression
+
+
+@gluon.jit
+def _masked(x, L0, L1, L2, L3, batch, rows, keys, QK_SCALE: gl.constexpr, N: gl.constexpr,
+            CAUSAL: gl.constexpr, WINDOW: gl.constexpr, WINDOW_START: gl.constexpr,
+            HAS_MASK: gl.constexpr):  # fmt: skip
+    """A block's unscaled base-2 logits ``x`` at (rows, keys) of ``batch`` with the
+    computed mask and the causal and window bounds applied, as the template's
+    ``_key_block`` does with LATE_SCALE."""
+    bias = _bias(L0, L1, L2, L3, batch, rows, keys, N, N).to(gl.float32)
+    shift = bias * (1.4426950408889634 / QK_SCALE)
+    if HAS_MASK == 1:
+        x = x + shift
+    else:
+        # a fill at or below HAS_MASK swamps the score: the logit is the fill alone, kept
+        # finite at -FLT_MAX/2 (see the template's ``_key_block``)
+        if HAS_MASK < -1e30:
+            shift = gl.where(bias == float("-inf"), shift, gl.maximum(shift, -1.7014117e38))
+        x = gl.where(bias <= HAS_MASK, shift, x + shift)
+    if CAUSAL:
+        x = gl.where(keys[None, :] <= rows[:, None], x, float("-inf"))
+    if WINDOW:
+        x = gl.where(keys[None, :] >= rows[:, None] + WINDOW_START, x, float("-inf"))
+    return x
+
+
+@gluon.jit
 def _softmax_step(x, m_i, l_i, acc, QK_SCALE: gl.constexpr, dtype: gl.constexpr,
                   o_layout: gl.constexpr):  # fmt: skip
     """One online-softmax step on a block's base-2 logits ``x`` (unscaled: the scale
@@ -114,6 +180,7 @@ def _producer(
     k_ready,
     v_ready,
     kv_empty,
+    Map,
     N: gl.constexpr,
     BATCH: gl.constexpr,
     KV_GROUP: gl.constexpr,
@@ -124,6 +191,10 @@ def _producer(
     WINDOW: gl.constexpr,
     WINDOW_START: gl.constexpr,
     DESYNC: gl.constexpr,
+    BLOCK_MAP: gl.constexpr,
+    MAP_GROUP: gl.constexpr,
+    MAP_ROWS: gl.constexpr,
+    KEY_BLOCKS: gl.constexpr,
 ):
     """Loads the key blocks of every tile of this program, in order, into the ring."""
     programs = gl.num_programs(0)
@@ -134,8 +205,19 @@ def _producer(
     for _ in range(0, rounds):
         if tile < TILES:
             base = (_tile_batch(tile, BATCH, TILES, CAUSAL) // KV_GROUP) * N
-            first, last = _key_blocks(tile, N, BATCH, TILES, BLOCK, CAUSAL, WINDOW, WINDOW_START)
-            for j in range(first, last):
+            if BLOCK_MAP:
+                first, last, plain, listed = _mapped_visits(
+                    Map, tile, BATCH, TILES, CAUSAL, MAP_GROUP, MAP_ROWS, KEY_BLOCKS
+                )
+            else:
+                first, last = _key_blocks(
+                    tile, N, BATCH, TILES, BLOCK, CAUSAL, WINDOW, WINDOW_START
+                )
+            for i in range(first, last):
+                if BLOCK_MAP:
+                    j = _listed_block(listed, i, plain, KEY_BLOCKS)
+                else:
+                    j = i
                 s = c % STAGES
                 # a slot is free once the warpgroup's PV of its last use is done (the
                 # first use of each slot: the parity before the barrier's first phase)
@@ -168,6 +250,11 @@ def _load_q(Q, tile, N: gl.constexpr, D: gl.constexpr, BATCH: gl.constexpr,
 @gluon.jit
 def _compute(
     Q,
+    L0,
+    L1,
+    L2,
+    L3,
+    Map,
     o_desc,
     o_smem,
     k_smem,
@@ -186,6 +273,11 @@ def _compute(
     WINDOW: gl.constexpr,
     WINDOW_START: gl.constexpr,
     DESYNC: gl.constexpr,
+    BLOCK_MAP: gl.constexpr,
+    HAS_MASK: gl.constexpr,
+    MAP_GROUP: gl.constexpr,
+    MAP_ROWS: gl.constexpr,
+    KEY_BLOCKS: gl.constexpr,
 ):
     """The online softmax of every tile of this program over the ring's key blocks."""
     dtype: gl.constexpr = o_smem.dtype
@@ -212,17 +304,24 @@ def _compute(
         next_tile = _tile_at(next_step, rounds, programs, DESYNC, TILES)
         next_q = _load_q(Q, next_tile, N, D, BATCH, BLOCK, TILES, CAUSAL, q_layout)
         if tile < TILES:
-            # with a window, a row may see no key of the first block: the lowest finite
-            # max keeps its exp2 at 0 there (-inf - -inf would be NaN)
-            if WINDOW:
+            # with a window or a mask, a row may see no key of the first block: the lowest
+            # finite max keeps its exp2 at 0 there (-inf - -inf would be NaN)
+            if WINDOW or BLOCK_MAP:
                 m_i = gl.full([BLOCK], -3.4028234663852886e38, gl.float32, layout=row_layout)
             else:
                 m_i = gl.full([BLOCK], float("-inf"), gl.float32, layout=row_layout)
             l_i = gl.full([BLOCK], 0.0, gl.float32, layout=gl.SliceLayout(1, s_layout))
             acc = warpgroup_mma_init(gl.zeros([BLOCK, D], gl.float32, layout=o_layout))
-            first, blocks = _key_blocks(tile, N, BATCH, TILES, BLOCK, CAUSAL, WINDOW, WINDOW_START)
+            if BLOCK_MAP:
+                first, blocks, plain, listed = _mapped_visits(
+                    Map, tile, BATCH, TILES, CAUSAL, MAP_GROUP, MAP_ROWS, KEY_BLOCKS
+                )
+            else:
+                first, blocks = _key_blocks(
+                    tile, N, BATCH, TILES, BLOCK, CAUSAL, WINDOW, WINDOW_START
+                )
             row_block = _row_block(tile, BATCH, TILES, CAUSAL)
-            for j in range(first, blocks):
+            for j in range(first, blocks):  # with a map: the j-th listed block
                 s = c % STAGES
                 phase = (c // STAGES) & 1
                 mbarrier.wait(k_ready.index(s), phase)
@@ -236,10 +335,19 @@ def _compute(
                 x, acc = warpgroup_mma_wait(0, deps=[x, acc])
                 # the previous block's PV is done: its slot goes back to the producer
                 mbarrier.arrive(kv_empty.index((c + STAGES - 1) % STAGES), pred=j > first)
-                if CAUSAL:
+                if BLOCK_MAP:
+                    if j >= plain:  # a block that needs the mask: which one, from the map
+                        block = _listed_block(listed, j, plain, KEY_BLOCKS)
+                        batch = _tile_batch(tile, BATCH, TILES, CAUSAL).to(gl.int64)
+                        x = _masked(
+                            x, L0, L1, L2, L3, batch, row_block * BLOCK + rows,
+                            block * BLOCK + keys, QK_SCALE, N, CAUSAL, WINDOW, WINDOW_START,
+                            HAS_MASK,
+                        )  # fmt: skip
+                elif CAUSAL:
                     if j == blocks - 1:  # the diagonal block
                         x = gl.where(keys[None, :] <= rows[:, None], x, float("-inf"))
-                if WINDOW:  # the blocks some row's window starts after
+                if WINDOW and not BLOCK_MAP:  # the blocks some row's window starts after
                     if j * BLOCK < row_block * BLOCK + BLOCK - 1 + WINDOW_START:
                         key = (j - row_block) * BLOCK + keys[None, :]  # from the first row
                         x = gl.where(key >= rows[:, None] + WINDOW_START, x, float("-inf"))
@@ -248,8 +356,13 @@ def _compute(
                 acc = warpgroup_mma(p, v_smem.index(s), acc, is_async=True)
                 c += 1
             acc = warpgroup_mma_wait(0, deps=[acc])
-            mbarrier.arrive(kv_empty.index((c + STAGES - 1) % STAGES))
-            inv = gl.convert_layout(1.0 / l_i, gl.SliceLayout(1, o_layout))
+            # (a tile the map lists no key block for consumed none)
+            mbarrier.arrive(kv_empty.index((c + STAGES - 1) % STAGES), pred=blocks > first)
+            if BLOCK_MAP:  # 0 on a row with no key (l = 0), as SDPA gives
+                inv = gl.where(l_i > 0, 1.0 / l_i, 0.0)
+            else:
+                inv = 1.0 / l_i
+            inv = gl.convert_layout(inv, gl.SliceLayout(1, o_layout))
             tma.store_wait(0)  # the previous tile's output has left o_smem
             o_smem.store((acc * inv[:, None]).to(dtype))
             fence_async_shared()
@@ -267,6 +380,11 @@ def attention(
     K,
     V,
     Mask,  # not read (no mask), bound as in the FlashAttention-2 template
+    L0,  # with BLOCK_MAP, the computed mask's inputs; those it lacks are None
+    L1,
+    L2,
+    L3,
+    Map,  # with BLOCK_MAP, the int32 block map from ``block_lists``
     Sizes,  # not read (static sizes)
     Out,
     QK_SCALE: gl.constexpr,  # scale * log2(e)
@@ -281,6 +399,11 @@ def attention(
     WINDOW: gl.constexpr,  # keys before row + WINDOW_START are masked too (causal only)
     WINDOW_START: gl.constexpr,
     DESYNC: gl.constexpr,  # odd programs take their tiles shortest first
+    BLOCK_MAP: gl.constexpr,  # visit the key blocks Map lists (a computed mask)
+    HAS_MASK: gl.constexpr,  # as the template's: 1 additive, below 0 the swamping fill
+    MAP_GROUP: gl.constexpr,  # with BLOCK_MAP: consecutive batches that share a map entry
+    MAP_ROWS: gl.constexpr,  # with BLOCK_MAP: an entry per row block (else one for all)
+    KEY_BLOCKS: gl.constexpr,  # with BLOCK_MAP: key blocks per map entry
 ):
     dtype: gl.constexpr = Q.dtype.element_ty
     layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK, D], dtype)
@@ -303,13 +426,15 @@ def attention(
         [
             (
                 _compute,
-                (Q, o_desc, o_smem, k_smem, v_smem, k_ready, v_ready, kv_empty, QK_SCALE,
-                 N, D, BATCH, BLOCK, STAGES, TILES, CAUSAL, WINDOW, WINDOW_START, DESYNC),
+                (Q, L0, L1, L2, L3, Map, o_desc, o_smem, k_smem, v_smem, k_ready, v_ready,
+                 kv_empty, QK_SCALE, N, D, BATCH, BLOCK, STAGES, TILES, CAUSAL, WINDOW,
+                 WINDOW_START, DESYNC, BLOCK_MAP, HAS_MASK, MAP_GROUP, MAP_ROWS, KEY_BLOCKS),
             ),
             (
                 _producer,
-                (k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, N, BATCH,
-                 KV_GROUP, BLOCK, STAGES, TILES, CAUSAL, WINDOW, WINDOW_START, DESYNC),
+                (k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, Map, N, BATCH,
+                 KV_GROUP, BLOCK, STAGES, TILES, CAUSAL, WINDOW, WINDOW_START, DESYNC,
+                 BLOCK_MAP, MAP_GROUP, MAP_ROWS, KEY_BLOCKS),
             ),
         ],
         [1],
