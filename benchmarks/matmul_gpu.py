@@ -13,7 +13,8 @@ TFLOP/s: 2·M·K·N over device time.
 
 Systems: ours_sm90 (fc.compile, cuda_arch="sm_90": fusion-kernel-matmul's kernel),
 iree_sm80 (fc.compile, cuda_arch="sm_80": IREE's code alone), torch (F.linear: cuBLAS)
-and torch_compile (torch.compile of the same function, default mode).
+and torch_compile (torch.compile of the same function, default mode); with --baseline
+FOLDER, ours_sm90_baseline: another build's modules, in the same run.
 """
 
 from __future__ import annotations
@@ -95,6 +96,10 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
         reference = F.linear(x.float(), weight.float())
         fields = dict(case=name, M=case.rows, K=case.k, N=case.n)
         systems = {s: harness.module(folder, f"{name}.{s}", "cuda") for s in SYSTEMS}
+        if args.baseline:
+            systems["ours_sm90_baseline"] = harness.module(
+                args.baseline, f"{name}.ours_sm90", "cuda"
+            )
         systems["torch"] = F.linear
         systems["torch_compile"] = compiled
         flops = 2 * case.rows * case.k * case.n
@@ -110,6 +115,9 @@ def main() -> None:
     parser.add_argument("folder", type=Path)
     parser.add_argument("out", type=Path, nargs="?")
     parser.add_argument("--only", default="", help="cases whose name holds this")
+    parser.add_argument(
+        "--baseline", type=Path, help="another build's modules, timed as ours_sm90_baseline"
+    )
     args = parser.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)
     if args.command == "prepare":
