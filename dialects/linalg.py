@@ -69,6 +69,19 @@ def resource_name(attr: ir.Attribute) -> str:
     return str(attr).partition(" : ")[0].removeprefix("dense_resource<").removesuffix(">")
 
 
+def resource_bytes(op: ir.Operation) -> np.ndarray | None:
+    """The bytes (uint8) of the dense_resource an arith.constant holds, where
+    ``resources`` has them; else None."""
+    attr = op.attributes["value"]
+    # the bindings give a dense_resource no class of its own (and printing a large dense
+    # attribute costs its size)
+    if type(attr) is not ir.Attribute or not str(attr).startswith("dense_resource<"):
+        return None
+    with _RESOURCES_LOCK:
+        entry = _RESOURCES.get(id(op.context))
+    return entry[1].get(resource_name(attr)) if entry is not None else None
+
+
 def constant_array(value: ir.Value) -> np.ndarray | None:
     """The elements of the tensor an arith.constant defines, in the tensor's shape: a
     dense attribute's, or a dense_resource's that ``resources`` holds; else None."""
@@ -77,12 +90,8 @@ def constant_array(value: ir.Value) -> np.ndarray | None:
         return None
     attr = op.attributes["value"]
     shape = tuple(ir.RankedTensorType(value.type).shape)
-    # the bindings give a dense_resource no class of its own (and printing a large dense
-    # attribute costs its size)
     if type(attr) is ir.Attribute and str(attr).startswith("dense_resource<"):
-        with _RESOURCES_LOCK:
-            entry = _RESOURCES.get(id(op.context))
-        data = entry[1].get(resource_name(attr)) if entry is not None else None
+        data = resource_bytes(op)
         dtype = _NUMPY.get(str(ir.RankedTensorType(value.type).element_type))
         if data is None or dtype is None or data.size % np.dtype(dtype).itemsize:
             return None

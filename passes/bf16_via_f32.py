@@ -9,16 +9,28 @@ BFloat16 is built from a float, rounded to nearest even), so ``sitofp``/``uitofp
 bf16 and ``truncf`` from f64 to bf16 in a payload become the same conversion to f32
 and that rounding written in integer ops (arith's canonicalization folds a ``truncf``
 of a ``sitofp`` back into the direct conversion). The result is PyTorch's, bit for bit.
+
+A bf16 ``dense_resource`` constant small enough for IREE to copy into a dispatch (a
+relative-position bias table) becomes a dense one: llvm-cpu's bf16 emulation retypes
+the copy to f32 but keeps the resource, and the compile fails verification ("'arith.
+constant' op failed to verify that all of {value, result} have same type", measured).
+A dense attribute's elements are converted with it.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+from fusion_compiler.dialects import linalg
 
 from fusion_compiler.ir import ir
 
 NAME = "fusion-bf16-via-f32"
 _CONVERSIONS = ("arith.sitofp", "arith.uitofp", "arith.truncf")
+# IREE copies a constant of at most 256 bytes into the dispatches that read it
+# (iree-flow-inline-constants-max-byte-length); a margin above that costs nothing
+_DENSE_BYTES = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -70,14 +82,40 @@ def through_f32(op: ir.Operation) -> None:
     op.erase()
 
 
+def _small_bf16_resource(op: ir.Operation) -> bool:
+    if op.name != "arith.constant" or not isinstance(op.results[0].type, ir.RankedTensorType):
+        return False
+    type_ = ir.RankedTensorType(op.results[0].type)
+    return (
+        str(type_.element_type) == "bf16"
+        and type_.has_static_shape
+        and 2 * math.prod(type_.shape) <= _DENSE_BYTES
+    )
+
+
+def dense(op: ir.Operation) -> None:
+    """A bf16 dense_resource constant whose bytes are known -> the same dense constant."""
+    data = linalg.resource_bytes(op)
+    type_ = op.results[0].type
+    if data is None or data.size != 2 * math.prod(ir.RankedTensorType(type_).shape):
+        return
+    with op.context:
+        op.attributes["value"] = ir.Attribute.parse(f'dense<"0x{data.tobytes().hex()}"> : {type_}')
+
+
 def run(module: ir.Operation, options: Options) -> None:
     found: list[ir.Operation] = []
+    constants: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if _to_bf16_directly(op.operation):
             found.append(op.operation)
+        elif _small_bf16_resource(op.operation):
+            constants.append(op.operation)
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)
     for op in found:
         through_f32(op)
+    for op in constants:
+        dense(op)

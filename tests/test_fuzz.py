@@ -453,6 +453,28 @@ FOUND = [
         view4d=False,
         seed=2,
     ),
+    # A bf16 relative-position bias table (a dense_resource constant of 16 bytes, copied
+    # into the dispatch that adds it): llvm-cpu's bf16 emulation retyped it to f32 and kept
+    # the resource, and the compile failed verification (fixed: fusion-bf16-via-f32 makes
+    # such a constant dense; found by the fast profile at 24 examples).
+    Case(
+        batch=2,
+        heads=2,
+        kv_heads=2,
+        nq=2,
+        nk=2,
+        head_dim=80,
+        dtype="bfloat16",
+        upcast="before-mask",
+        scale="scores-div",
+        mask="float-input",
+        fill="finfo.min",
+        mask_broadcast="1h",
+        bias="relative",
+        softcap=50.0,
+        attention="online-softmax",
+        seed=204,
+    ),
 ]
 
 

@@ -60,3 +60,4 @@ func.func @others(%d: tensor<8xf64>, %f: tensor<8xf32>, %i: tensor<8xi32>) -> (t
 // CHECK: arith.bitcast %{{.+}} : i16 to bf16
 // CHECK: arith.truncf %{{.+}} : f32 to bf16
 // CHECK: arith.sitofp %{{.+}} : i32 to f32
+
