@@ -42,7 +42,26 @@ _ELEMENTS = ("f16", "bf16")
 
 @dataclass(frozen=True)
 class Options:
+    """``arch``; the others replace ``tiles``' choice where set (for measuring tilings:
+    ``programs=0`` is one tile per program, -1 the rule's choice)."""
+
     arch: str = "sm_90"
+    block_m: int = 0
+    block_n: int = 0
+    block_k: int = 0
+    num_warps: int = 0
+    num_stages: int = 0
+    programs: int = -1
+    split_k: int = 0
+
+    def tiles(self, m: int, n: int, k: int, out_bytes: int, epilogue: bool) -> dict[str, int]:
+        """``tiles``' choice for the product, with these options' overrides."""
+        chosen = tiles(m, n, k, out_bytes, epilogue)
+        for name in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "split_k"):
+            chosen[name] = getattr(self, name) or chosen.get(name, 0)
+        if self.programs >= 0:
+            chosen["programs"] = self.programs
+        return {name: value for name, value in chosen.items() if value}
 
 
 def _shape(value: ir.Value) -> list[int]:
@@ -140,7 +159,7 @@ def _lower(module: ir.Operation, op: ir.Operation, options: Options, symbol: str
         n=n,
         k=k,
         w_t=sk == 1,
-        **tiles(m, n, k, 4 if out_dtype == "f32" else 2, epilogue is not None),
+        **options.tiles(m, n, k, 4 if out_dtype == "f32" else 2, epilogue is not None),
         arch=int(options.arch.removeprefix("sm_").rstrip("a")),
         **(epilogue.spec_fields(product.results[0]) if epilogue else {}),
     )

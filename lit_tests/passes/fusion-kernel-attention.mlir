@@ -414,6 +414,43 @@ func.func @padding_block_map(%q: tensor<4x256x64xf16>, %k: tensor<4x512x64xf16>,
 
 // -----
 
+// Padding over many 64-row tiles at D128 (B·H 16, N 2048: 512 tiles): the producer-warp
+// kernel visits the key blocks the map lists, the mask added in Gluon where needed.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#m = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#keys = affine_map<(d0, d1, d2) -> (d0, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @padding_producer_warp(%q: tensor<16x2048x128xf16>, %k: tensor<16x2048x128xf16>, %v: tensor<16x2048x128xf16>, %keep: tensor<16x2048xi1>) -> tensor<16x2048x128xf16> {
+  %scale = arith.constant 0.0883883461 : f32
+  %me = tensor.empty() : tensor<16x2048x2048xf16>
+  %mask = linalg.generic {indexing_maps = [#keys, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%keep : tensor<16x2048xi1>) outs(%me : tensor<16x2048x2048xf16>) {
+  ^bb0(%kept: i1, %out: f16):
+    %ninf = arith.constant 0xFC00 : f16
+    %zero = arith.constant 0.0 : f16
+    %r = arith.select %kept, %zero, %ninf : f16
+    linalg.yield %r : f16
+  } -> tensor<16x2048x2048xf16>
+  %e = tensor.empty() : tensor<16x2048x128xf16>
+  // expected-remark @below {{tiles 64x64, 264 persistent programs, a producer warp, a block map of the mask's key blocks per call, from its inputs}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
+      ins(%q, %k, %v, %scale, %mask : tensor<16x2048x128xf16>, tensor<16x2048x128xf16>, tensor<16x2048x128xf16>, f32, tensor<16x2048x2048xf16>)
+      outs(%e : tensor<16x2048x128xf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<16x2048x128xf16>
+  return %o : tensor<16x2048x128xf16>
+}
+// CHECK-LABEL: func.func @padding_producer_warp(
+// CHECK: flow.dispatch @fusion_attention_0_block_lists::@block_lists
+// CHECK: flow.dispatch @fusion_attention_0::@attention({{.*}}\22block_map\22: true
+// CHECK-SAME: \22mask_expr\22: \22{{.+}}\22
+
+// -----
+
 // The same mask from a constant (a model's own buffer): the map's kernel would read
 // constants alone, which IREE's const-eval runs at compile time for the host (IREE 3.13
 // segfaults on a GPU kernel there); its inputs pass through an optimization barrier.
