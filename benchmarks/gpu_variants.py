@@ -1,7 +1,7 @@
 """Every attention variant of the detection tests, compiled for the H200's kernel path.
 
 On the CPU machine:
-    .venv/bin/python benchmarks/gpu_variants.py build/gpu_variants [CUDA_ARCH | vulkan]
+    .venv/bin/python benchmarks/gpu_variants.py build/gpu_variants [CUDA_ARCH | vulkan] [--only S]
 writes one module per variant (fp16 and bf16, target="cuda", default cuda_arch sm_90:
 generated kernels; with "vulkan": fp16, bf16 and fp32, target="vulkan", generated SPIR-V
 kernels, static shapes only) with its model weights and an index; on the GPU machine
@@ -11,6 +11,7 @@ runs each on fresh inputs against PyTorch in float64.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -120,7 +121,7 @@ def model_of(entry: dict) -> torch.nn.Module:
     return PaddingMaskAttention() if entry.get("padded") else Attention(**entry["kwargs"])
 
 
-def prepare(folder: Path, arch: str = "sm_90") -> None:
+def prepare(folder: Path, arch: str = "sm_90", only: str = "") -> None:
     folder.mkdir(parents=True, exist_ok=True)
     target = "vulkan" if arch == "vulkan" else "cuda"
     options = dict(target=target) if target == "vulkan" else dict(target=target, cuda_arch=arch)
@@ -131,6 +132,8 @@ def prepare(folder: Path, arch: str = "sm_90") -> None:
         for dtype_name in TARGET_DTYPES[target]:
             dtype = DTYPES[dtype_name]
             case = f"{name}_{dtype_name}"
+            if only not in case:
+                continue
             torch.manual_seed(0)
             padded = name in PADDED
             model = model_of(dict(kwargs=kwargs, padded=padded)).eval()
@@ -160,4 +163,9 @@ def prepare(folder: Path, arch: str = "sm_90") -> None:
 
 
 if __name__ == "__main__":
-    prepare(Path(sys.argv[1]), *sys.argv[2:])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("arch", nargs="?", default="sm_90", help="a CUDA arch, or vulkan")
+    parser.add_argument("--only", default="", help="the variants whose name holds this")
+    args = parser.parse_args()
+    prepare(args.folder, args.arch, args.only)

@@ -232,7 +232,8 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
         systems: dict[str, Callable] = {"ours_sm90": _ours(folder, name, weights)}
         if args.baseline:
             systems["ours_sm90_baseline"] = _ours(args.baseline, name, weights)
-        systems.update(torch_eager=model, torch_compile=torch.compile(model))
+        if not args.ours_only:
+            systems.update(torch_eager=model, torch_compile=torch.compile(model))
         if args.autotune:
             systems["torch_compile_max_autotune"] = torch.compile(
                 model, mode="max-autotune-no-cudagraphs"
@@ -259,6 +260,11 @@ def _options(parser: argparse.ArgumentParser) -> None:
         "--autotune",
         action="store_true",
         help="also torch.compile max-autotune-no-cudagraphs (and reduce-overhead for decoding)",
+    )
+    parser.add_argument(
+        "--ours-only",
+        action="store_true",
+        help="time ours (and --baseline) alone: two builds compared, no torch system",
     )
     parser.add_argument(
         "--reduce-overhead",

@@ -245,13 +245,19 @@ class Function:
         if int(reflection.get(_STORAGE_KEY, 0)):
             self._storage = [s for s in _specs(reflection["fusion.outputs"]) if s is not None]
         self._transient_size = transient_size
+        # the transient memory of finished blocking calls on CUDA, with its import, for the
+        # next one (a call takes one while it runs: calls from several threads each get
+        # their own); torch keeps it allocated between calls
+        self._spare_transients: list[tuple[torch.device, torch.Tensor, rt.HalBufferView]] = []
         self.mutated = [int(i) for i in reflection.get(_MUTATED_KEY, "").split(",") if i]
 
     def __call__(self, *args: torch.Tensor | np.ndarray):
         tensors, on_gpu = self._arguments(args)
-        storage, kept = self._result_storage(tensors, on_gpu)
+        storage, kept = self._result_storage(tensors, on_gpu, reuse=True)
         device_values = [self._to_device(t) for t in tensors]
         results = self._function(*device_values, *storage)
+        if kept:  # the call is done: its transient memory is free for the next
+            self._spare_transients.append((kept[-1].device, kept[-1], storage[-1]))
         self._write_back(args, tensors, device_values)
         if kept:  # written where torch allocated them (the last is transient memory)
             return self._model_results(kept[:-1])
@@ -281,20 +287,27 @@ class Function:
         return self._zero_copy and tensor.is_cuda and tensor.is_contiguous()
 
     def _result_storage(
-        self, tensors: list[torch.Tensor], on_gpu: bool
+        self, tensors: list[torch.Tensor], on_gpu: bool, reuse: bool = False
     ) -> tuple[list[rt.HalBufferView], list[torch.Tensor]]:
         """The buffers the call writes its results into and takes its transient memory
         from, and, on CUDA, the torch tensors they are: the results (returned with no
-        copy), then the transient memory (kept until the call is done)."""
+        copy), then the transient memory (kept until the call is done; with ``reuse``, a
+        finished blocking call's where there is one)."""
         if not self._storage:
             return [], []
         shapes = [(s.shape, s.dtype) for s in self._storage]
         shapes.append(((max(self._transient_size, 1),), torch.uint8))
         if on_gpu:  # from torch's caching allocator: no device allocation per call
             device = next(t.device for t in tensors if t.is_cuda)
+            spare = self._spare_transient(device) if reuse else None
+            if spare is not None:
+                shapes.pop()
             kept = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in shapes]
-            views = [self._device.from_dlpack_capsule(to_dlpack(t)) for t in kept]
-            return [_buffer_view(v) for v in views], kept
+            views = [_buffer_view(self._device.from_dlpack_capsule(to_dlpack(t))) for t in kept]
+            if spare is not None:
+                kept.append(spare[0])
+                views.append(spare[1])
+            return views, kept
         views = []
         for shape, dtype in shapes:
             buffer = self._device.allocator.allocate_buffer(
@@ -304,6 +317,14 @@ class Function:
             )
             views.append(rt.HalBufferView(buffer, list(shape), _ELEMENT_TYPES[dtype]))
         return views, []
+
+    def _spare_transient(self, device: torch.device) -> tuple | None:
+        """A finished blocking call's transient memory on ``device`` (tensor, view)."""
+        try:
+            held_on, tensor, view = self._spare_transients.pop()  # atomic: one per call
+        except IndexError:
+            return None
+        return (tensor, view) if held_on == device else None
 
     def submit(self, *args: torch.Tensor | np.ndarray) -> Pending:
         """Queues the call without waiting for it (as CUDA launches are queued); calls

@@ -81,3 +81,30 @@ def test_results_are_written_where_torch_allocated_them(case: str) -> None:
         torch.cuda.synchronize()
     assert not [e.name for e in prof.events() if e.name.startswith("Memcpy")]
     assert rel_error(got, want) < BOUND[entry["dtype"]]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not STATIC_CUDA, reason=f"no prepared CUDA modules in {FOLDER}")
+@pytest.mark.parametrize("case", STATIC_CUDA[:4])
+def test_blocking_calls_reuse_one_transient_memory(case: str) -> None:
+    """A blocking call hands its transient memory to the next (poisoned between calls,
+    which must not matter); every result is a tensor of its own with PyTorch's values."""
+    entry = INDEX[case]
+    model = Attention(**entry["kwargs"]).eval()
+    model.load_state_dict(torch.load(FOLDER / f"{case}.pt"))
+    model = model.double().cuda()
+    function = fc.load(FOLDER / f"{case}.vmfb", device="cuda")["main"]
+    calls = [inputs(entry["shape"], DTYPES[entry["dtype"]], device="cuda") for _ in range(3)]
+    got, transients = [], set()
+    for fresh in calls:
+        got.append(function(*fresh))
+        assert len(function._spare_transients) == 1
+        _, transient, _ = function._spare_transients[0]
+        transients.add(transient.data_ptr())
+        transient.fill_(255)
+    assert len(transients) == 1
+    assert len({t.data_ptr() for t in got}) == len(got)
+    for fresh, result in zip(calls, got, strict=True):
+        with torch.no_grad():
+            want = model(*(x.double() for x in fresh))
+        assert rel_error(result, want) < BOUND[entry["dtype"]]
