@@ -3,8 +3,8 @@
     python -m fusion_compiler.backends.triton.interpret CALL.pt
         (writes CALL.out.pt, and with a block map CALL.map.pt)
 
-``run_interpreted`` starts this in a child process: Triton chooses the interpreter when
-it is first imported.
+``run_interpreted`` calls ``main`` in the child process of ``interpreter_process``:
+Triton chooses the interpreter when it is first imported.
 """
 
 from __future__ import annotations
@@ -21,13 +21,21 @@ from fusion_compiler.backends.triton.spec import TritonSpec
 _DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 
 
+_patched = False
+
+
 def patch_interpreter() -> None:
     """Two defects of Triton 3.6's interpreter, mended here: it turns a program id (a
     1-element array) into a loop bound with int(), which NumPy 2 refuses (it reads the
     element instead after this); and it multiplies bf16 operands, which it holds as their
     uint16 bits, as those integers (rel. error ~1e11): ``tl.dot`` reads them as the floats
     they are after this, as the GPU does, and elementwise arithmetic of bf16 (a product's
-    epilogue) computes on the floats and rounds to bf16."""
+    epilogue) computes on the floats and rounds to bf16. Once per process (the
+    interpreter's process runs many kernels)."""
+    global _patched
+    if _patched:
+        return
+    _patched = True
     import numpy as np
     import triton.language as tl
     from triton.runtime import interpreter

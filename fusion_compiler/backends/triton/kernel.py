@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
-import os
 from dataclasses import asdict, replace
 from pathlib import Path
 from string import Template
@@ -232,22 +231,18 @@ def run_interpreted(spec: TritonSpec, q, k, v, mask=None, sizes=None, with_map=F
     ``block_lists`` kernel computed for a spec with one.
 
     Triton picks the interpreter when it is imported, so the kernel runs in a child
-    process (``fusion_compiler.backends.triton.interpret``).
+    process (``interpret.main`` in ``interpreter_process``'s).
     """
-    import subprocess
-    import sys
     import tempfile
 
     import torch
 
+    from fusion_compiler.backends.triton import interpreter_process
+
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "call.pt"
         torch.save({"spec": asdict(spec), "args": [q, k, v, mask, sizes]}, path)
-        env = {**os.environ, "TRITON_INTERPRET": "1"}
-        command = [sys.executable, "-m", "fusion_compiler.backends.triton.interpret", str(path)]
-        done = subprocess.run(command, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"interpreted kernel failed:\n{done.stderr[-4000:]}")
+        interpreter_process.run("fusion_compiler.backends.triton.interpret:main", path)
         out = torch.load(path.with_suffix(".out.pt"))
         if with_map:
             return out, torch.load(path.with_suffix(".map.pt")) if spec.block_map else None

@@ -2,17 +2,15 @@
 products (``matmul``), concatenations (``concat``). Each is one Triton function in a
 file of its own, specialised by a frozen spec dataclass (its ``constants()``, ``grid``,
 ``output`` and ``to_json()``), compiled ahead of time and cached as the attention kernel
-is (``kernel.cached_kernel``), and run under Triton's interpreter for the tests:
-
-    python -m fusion_compiler.backends.triton.standalone CALL.pt   (the interpreter's
-    child process: writes CALL.out.pt)
+is (``kernel.cached_kernel``), and run under Triton's interpreter for the tests
+(``run_interpreted``: ``_main`` in ``interpreter_process``'s child, which writes
+CALL.out.pt beside the call's CALL.pt).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -65,13 +63,14 @@ def _function(name: str, source: str, directory: Path):
 
 def run_interpreted(name: str, spec, *tensors, source: str | None = None):  # -> torch.Tensor
     """Function ``name`` of ``name``.py (or of the generated ``source``) on ``tensors``
-    for ``spec``, on the CPU under Triton's interpreter (a child process: Triton picks
-    the interpreter when it is imported); its output, of ``spec.output``'s shape and
+    for ``spec``, on the CPU under Triton's interpreter (``interpreter_process``'s child:
+    Triton picks the interpreter when it is imported); its output, of ``spec.output``'s shape and
     type."""
-    import subprocess
     import tempfile
 
     import torch
+
+    from fusion_compiler.backends.triton import interpreter_process
 
     kind = f"{type(spec).__module__}:{type(spec).__qualname__}"
     source = source or (_HERE / f"{name}.py").read_text()
@@ -79,11 +78,7 @@ def run_interpreted(name: str, spec, *tensors, source: str | None = None):  # ->
         path = Path(directory) / "call.pt"
         call = {"name": name, "kind": kind, "spec": asdict(spec), "tensors": tensors}
         torch.save({**call, "source": source}, path)
-        env = {**os.environ, "TRITON_INTERPRET": "1"}
-        command = [sys.executable, "-m", __name__, str(path)]
-        done = subprocess.run(command, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"interpreted kernel failed:\n{done.stderr[-4000:]}")
+        interpreter_process.run(f"{__name__}:_main", path)
         return torch.load(path.with_suffix(".out.pt"))
 
 
