@@ -18,7 +18,7 @@ import pytest
 # compiles many models: left out of the edit loop (-m 'not slow'), run in CI
 pytestmark = pytest.mark.slow
 
-COMPILES = 10
+COMPILES = 7
 WARM_UP = 3  # the first compiles load dialects, passes and torch.export's caches
 MB_PER_COMPILE = 1.0
 
