@@ -339,9 +339,9 @@ def build(
     """Inserts the loop nest before ``op``; returns the value replacing its result."""
     q, k, v, scale = list(op.operands)[:4]
     mask = op.operands[4] if form.has_mask else None
+    out_init = op.operands[-1]
     out_type = ir.RankedTensorType(op.results[0].type)
     with ir.InsertionPoint(op), op.location:
-        out_init = _output_start(q, size_of(v, 2), out_type.element_type)
         # Measured: when K and V reach the loop as broadcasts of one KV head (MQA, batch
         # 1), IREE 3.13 fuses them into the loop's dispatches and llvm-cpu computes
         # garbage once the keys exceed 256 rows (uninitialised reads, changing per run;
@@ -436,25 +436,6 @@ def build(
                 hal.wait(ring[0])
             dialects.scf.YieldOp([insert_slice(o_i, done_before, [0, i, 0]), *ring[1:]])
     return outer.results[0]
-
-
-def _output_start(q: ir.Value, width: Size, element: ir.Type) -> ir.Value:
-    """What the loop nest's output starts as: (batch, rows, width), every block then
-    written over it in place behind a barrier (``build``). A value of this attention's
-    own, computed from Q (q[b, r, 0] · 0): started from the op's tensor.empty, which CSE
-    shares with every attention of its shape, or from zeros, which IREE hoists into one
-    constant, IREE 3.13 updated one buffer for all of them, and each attention returned
-    what the last one wrote (measured: two attentions side by side on the CPU)."""
-    batch, rows = size_of(q, 0), size_of(q, 1)
-    d0, d1 = ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(1)
-    first_column = ir.AffineMap.get(3, 0, [d0, d1, ir.AffineConstantExpr.get(0)])
-    return generic(
-        [q],
-        empty_of([batch, rows, width], element),
-        [ir.AffineMapAttr.get(first_column), *_maps(3, [0, 1, 2])],
-        ["parallel"] * 3,
-        lambda x, _: _cast(dialects.arith.MulFOp(to_f32(x), _f(0.0)).result, element),
-    )
 
 
 def _lag(rows: Size, keys: Size, block_q: int, block_k: int) -> int:
