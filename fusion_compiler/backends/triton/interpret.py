@@ -1,7 +1,5 @@
-"""Runs one generated attention kernel under Triton's interpreter (TRITON_INTERPRET=1).
-
-    python -m fusion_compiler.backends.triton.interpret CALL.pt
-        (writes CALL.out.pt, and with a block map CALL.map.pt)
+"""Runs one generated attention kernel under Triton's interpreter (TRITON_INTERPRET=1):
+``main(CALL.pt)`` writes CALL.out.pt, and with a block map CALL.map.pt.
 
 ``run_interpreted`` calls ``main`` in the child process of ``interpreter_process``:
 Triton chooses the interpreter when it is first imported.
@@ -9,7 +7,6 @@ Triton chooses the interpreter when it is first imported.
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 
@@ -118,7 +115,3 @@ def main(path: Path) -> None:
         else:
             kernel[grid](q, k, v, *masks, sizes, out, **spec.constants())
     torch.save(out, path.with_suffix(".out.pt"))
-
-
-if __name__ == "__main__":
-    main(Path(sys.argv[1]))

@@ -99,7 +99,3 @@ def _main(path: Path) -> None:
     function = _function(call["name"], call["source"], path.parent)
     function[spec.grid](*call["tensors"], out, **spec.constants())
     torch.save(out, path.with_suffix(".out.pt"))
-
-
-if __name__ == "__main__":
-    _main(Path(sys.argv[1]))
