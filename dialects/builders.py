@@ -97,6 +97,17 @@ def empty_of(sizes: list[Size], element: ir.Type) -> ir.Value:
     return dialects.tensor.EmptyOp(sizes, element).result
 
 
+def own_buffer(like: ir.Value) -> ir.Value:
+    """An uninitialised tensor shaped like ``like`` that no other value shares:
+    ``flow.tensor.alloca`` allocates per op, where CSE merges equal ``tensor.empty`` ops
+    and IREE hoists equal fills into one constant. A loop that updates its tensor in
+    place (behind a ``hal.tensor.barrier``) needs one: IREE 3.13 follows no such update
+    through a loop's iter_args, so two loops started from one value write one buffer."""
+    shape = ir.RankedTensorType(like.type).shape
+    dims = [size_of(like, i) for i, size in enumerate(shape) if ir.ShapedType.is_dynamic_size(size)]
+    return ir.Operation.create("flow.tensor.alloca", results=[like.type], operands=dims).result
+
+
 def full(sizes: list[Size], value: float) -> ir.Value:
     """An f32 tensor of ``sizes`` filled with ``value``."""
     f32 = ir.F32Type.get()

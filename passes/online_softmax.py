@@ -37,6 +37,7 @@ from fusion_compiler.dialects.builders import (
     generic,
     index,
     insert_slice,
+    own_buffer,
     size_of,
     tile_of,
     tile_size,
@@ -357,7 +358,10 @@ def build(
         span = None  # a mask that ignores the query row: its kept keys found once per call
         if per_call == ONCE:
             span = _kept_span(mask, index(0), [batch, 1, keys])
-        outer = dialects.scf.ForOp(index(0), _as_index(rows), index(block_q), [out_init, *ring])
+        # a buffer of its own: attentions of one shape share the op's tensor.empty
+        outer = dialects.scf.ForOp(
+            index(0), _as_index(rows), index(block_q), [own_buffer(out_init), *ring]
+        )
         outer.operation.attributes[MARKER] = ir.UnitAttr.get()
         with ir.InsertionPoint(outer.body):
             i = outer.induction_variable

@@ -256,17 +256,11 @@ class _SideBySide(torch.nn.Module):
         return first, F.scaled_dot_product_attention(q2, k2, v2, is_causal=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known wrong answer: both online-softmax loop nests update one buffer in place",
-)
 def test_attentions_side_by_side_each_give_their_own_answer() -> None:
-    """The online-softmax loop nest updates its output in place behind a barrier per
-    block, starting from the op's tensor.empty, which CSE shares between the two: IREE
-    3.13 updates one buffer for both and each returns the second one's result (rel.
-    error 1.4). Starting each from a value computed from its own Q fixes it, but hung a
-    call whose kept keys are read on the host per call (test_frontend's rank-2 SDPA
-    mask); zeros of its own are hoisted into one constant, with the same wrong answer."""
+    """Each online-softmax loop nest updates its output in place behind a barrier per
+    block. Started from the op's tensor.empty, which CSE shares between attentions of
+    one shape, IREE 3.13 updated one buffer for both and each returned the second one's
+    result (rel. error 1.4); each now starts from a buffer of its own."""
     torch.manual_seed(0)
     args = tuple(torch.randn(1, 2, 300, 32) for _ in range(6))
     module = fc.compile(_SideBySide(), args, target="cpu", attention="online-softmax")
