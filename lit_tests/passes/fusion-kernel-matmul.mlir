@@ -200,3 +200,58 @@ func.func @persistent(%x: tensor<4096x256xf16>, %w: tensor<256x768xf16>) -> tens
 }
 // CHECK-LABEL: func.func @persistent(
 // CHECK: flow.dispatch @fusion_matmul_0::@matmul({{.*}}) {fusion.matmul_kernel = "{{.*}}\22programs\22: 96{{.*}}"} : (tensor<4096x256xf16>, tensor<256x768xf16>) -> (tensor<4096x768xf16>, tensor<{{[0-9]+}}xi8>, tensor<1xi8>)
+
+// -----
+
+// The same product with a bias: its 128x256 kernel fits (8 bytes of spills, within
+// what is tolerated; its shared memory within a block's), so it is taken.
+#prow = affine_map<(d0, d1) -> (d1)>
+#pid = affine_map<(d0, d1) -> (d0, d1)>
+func.func @persistent_bias(%x: tensor<4096x256xf16>, %w: tensor<256x768xf16>, %b: tensor<768xf16>) -> tensor<4096x768xf16> {
+  %zero = arith.constant 0.0 : f16
+  %pe = tensor.empty() : tensor<4096x768xf16>
+  %acc = linalg.fill ins(%zero : f16) outs(%pe : tensor<4096x768xf16>) -> tensor<4096x768xf16>
+  // expected-remark @below {{matrix product lowered to a generated sm_90 kernel (f16, M=4096, K=256, N=768, tiles 128x256x64, 96 persistent programs); the 1 elementwise op(s) after it computed before its store (reading 1 more tensor(s))}}
+  %p = linalg.matmul ins(%x, %w : tensor<4096x256xf16>, tensor<256x768xf16>) outs(%acc : tensor<4096x768xf16>) -> tensor<4096x768xf16>
+  %biased = linalg.generic {indexing_maps = [#prow, #pid, #pid], iterator_types = ["parallel", "parallel"]} ins(%b, %p : tensor<768xf16>, tensor<4096x768xf16>) outs(%pe : tensor<4096x768xf16>) {
+  ^bb0(%bias: f16, %in: f16, %out: f16):
+    %s = arith.addf %bias, %in : f16
+    linalg.yield %s : f16
+  } -> tensor<4096x768xf16>
+  return %biased : tensor<4096x768xf16>
+}
+// CHECK-LABEL: func.func @persistent_bias(
+// CHECK: flow.dispatch @fusion_matmul_0::@matmul({{.*}}) {fusion.matmul_kernel = "{{.*}}\22block_n\22: 256{{.*}}\22programs\22: 96{{.*}}"}
+
+// -----
+
+// With GELU's erf after the bias, the 128x256 kernel spills (the next tile's
+// accumulator lives beside this one's epilogue): 128x128 tiles are taken, and the
+// remark says why.
+#grow = affine_map<(d0, d1) -> (d1)>
+#gid = affine_map<(d0, d1) -> (d0, d1)>
+func.func @persistent_gelu(%x: tensor<4096x256xf16>, %w: tensor<256x768xf16>, %b: tensor<768xf16>) -> tensor<4096x768xf16> {
+  %zero = arith.constant 0.0 : f16
+  %pe = tensor.empty() : tensor<4096x768xf16>
+  %acc = linalg.fill ins(%zero : f16) outs(%pe : tensor<4096x768xf16>) -> tensor<4096x768xf16>
+  // expected-remark @below {{matrix product lowered to a generated sm_90 kernel (f16, M=4096, K=256, N=768, tiles 128x128x64, 132 persistent programs (128x256 tiles need }}
+  %p = linalg.matmul ins(%x, %w : tensor<4096x256xf16>, tensor<256x768xf16>) outs(%acc : tensor<4096x768xf16>) -> tensor<4096x768xf16>
+  %g = linalg.generic {indexing_maps = [#grow, #gid, #gid], iterator_types = ["parallel", "parallel"]} ins(%b, %p : tensor<768xf16>, tensor<4096x768xf16>) outs(%pe : tensor<4096x768xf16>) {
+  ^bb0(%bias: f16, %in: f16, %out: f16):
+    %s = arith.addf %bias, %in : f16
+    %f = arith.extf %s : f16 to f32
+    %half = arith.constant 0.5 : f32
+    %rsqrt2 = arith.constant 0.707106769 : f32
+    %one = arith.constant 1.0 : f32
+    %scaled = arith.mulf %f, %rsqrt2 : f32
+    %erf = math.erf %scaled : f32
+    %onep = arith.addf %erf, %one : f32
+    %halfx = arith.mulf %f, %half : f32
+    %y = arith.mulf %halfx, %onep : f32
+    %t = arith.truncf %y : f32 to f16
+    linalg.yield %t : f16
+  } -> tensor<4096x768xf16>
+  return %g : tensor<4096x768xf16>
+}
+// CHECK-LABEL: func.func @persistent_gelu(
+// CHECK: flow.dispatch @fusion_matmul_0::@matmul({{.*}}) {fusion.matmul_kernel = "{{.*}}\22block_n\22: 128{{.*}}\22programs\22: 132{{.*}}"}

@@ -268,6 +268,30 @@ def require_triton():
     return triton
 
 
+def stack_bytes(kernel: Kernel) -> int:
+    """The bytes of stack a thread of ``kernel`` (a cubin) uses: where its registers
+    spilled (ptxas' ``bytes stack frame``), as ``cuobjdump -res-usage`` of Triton's
+    CUDA tools reads the cubin's resource table; no GPU needed."""
+    import re
+    import subprocess
+    import tempfile
+
+    triton = require_triton()
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(kernel.binary)
+        cubin.flush()
+        usage = subprocess.run(
+            [triton.knobs.nvidia.cuobjdump.path, "-res-usage", cubin.name],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    found = re.search(r"STACK:(\d+)", usage)
+    if found is None:
+        raise FusionCompilerError(f"cuobjdump -res-usage gave no STACK for {kernel.name}: {usage}")
+    return int(found.group(1))
+
+
 def triton_compile(
     function, pointers: dict[str, str], constants: dict[str, object], arch: int, options: dict,
     gluon: bool = False,

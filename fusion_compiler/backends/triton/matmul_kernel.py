@@ -140,25 +140,28 @@ def aligned(k: int, n: int, out_dtype: str) -> bool:
     )
 
 
-def tiles(m: int, n: int, k: int, out_bytes: int = 2, epilogue: bool = False) -> dict[str, int]:
+def tilings(m: int, n: int, k: int) -> list[dict[str, int]]:
     """Tiles by how many of them the output has (H100, fp16; benchmarks/results/
-    matmul_h100.md and matmul_tiles_h100.md). At least a wave of 128x128 tiles:
-    persistent programs, one per multiprocessor, each taking every 132nd tile, so that a
-    tile's store overlaps the next one's loads: 128x256x64 with 8 warps, or 128x128x64
-    where those fill the last round of tiles better (ViT's 768 outputs at 6304 rows:
-    69 us against 80; the non-persistent kernel's 84); BERT's, ViT's and Llama's products
-    8-24% faster than one tile per program. Fewer: one tile per program, 128x128 where
-    there are half a wave of those
-    (GPT-2's 512 rows by 2304 or 3072 outputs), else 64x64x64 (GPT-2's 768 outputs from
-    K 3072: 168 TFLOP/s against 126); 64-row tiles for a few rows (a decoding batch).
-    Where 128x128 tiles fill at most half the multiprocessors over a K of 4096 or more
-    (Llama-1B's down projection at 512 rows: 64 tiles, K 8192), split-K: as many
-    programs share each tile's K as fit in one wave, each at least 16 steps of K.
-    A persistent kernel with an ``epilogue`` (or a f32 output: ``out_bytes``) takes
-    128x128 tiles: at 128x256, ptxas spills (255 registers: the next tile's accumulator
-    lives beside this one's epilogue) and BERT's fc2 needs 240 KB of shared memory."""
+    matmul_h100.md, matmul_tiles_h100.md and matmul_tilings_h100.md), best first: the
+    pass takes the first whose kernel fits (no register spills, shared memory within a
+    block's). At least a wave of 128x128 tiles: persistent programs, one per
+    multiprocessor, each taking every 132nd tile, so that a tile's store overlaps the
+    next one's loads: 128x256x64 with 8 warps (alone, BERT's and ViT's products with
+    their bias 10-26% faster than at 128x128), or 128x128x64 where those fill the last
+    round of tiles better (ViT's 768 outputs at 6304 rows: 69 us against 80; the
+    non-persistent kernel's 84), and where 128x256 does not fit: an epilogue whose
+    next tile's accumulator lives beside it spills (GELU's erf: 255 registers and 80
+    bytes of stack, ViT and Whisper 9-12% slower), BERT's fc2 with its residual needs 240
+    KB of shared memory. BERT's, ViT's and Llama's products are 8-24% faster persistent
+    than one tile per program. Fewer: one tile per program, 128x128 where there are half
+    a wave of those (GPT-2's 512 rows by 2304 or 3072 outputs), else 64x64x64 (GPT-2's
+    768 outputs from K 3072: 168 TFLOP/s against 126); 64-row tiles for a few rows (a
+    decoding batch). Where 128x128 tiles fill at most half the multiprocessors over a K
+    of 4096 or more (Llama-1B's down projection at 512 rows: 64 tiles, K 8192), split-K:
+    as many programs share each tile's K as fit in one wave, each at least 16 steps of
+    K."""
     if m <= 64:
-        return dict(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)
+        return [dict(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)]
     sms = multiprocessors("sm_90")
     wide = dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4)
     widest = dict(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3)
@@ -167,15 +170,16 @@ def tiles(m: int, n: int, k: int, out_bytes: int = 2, epilogue: bool = False) ->
     if count >= sms:
         used_128 = _filled(count, sms) * n / (-(-n // 128) * 128)
         used_256 = _filled(pairs, sms) * n / (-(-n // 256) * 256)  # padding does nothing
-        if epilogue or out_bytes > 2 or used_128 > used_256 + 0.05:
-            return {**wide, "programs": sms}
-        return {**widest, "programs": min(sms, pairs)}
+        persistent_128 = {**wide, "programs": sms}
+        if used_128 > used_256 + 0.05:
+            return [persistent_128]
+        return [{**widest, "programs": min(sms, pairs)}, persistent_128]
     split = min(_MAX_SPLIT, sms // count, k // (16 * 64))
     if count <= sms // 2 and split > 1 and k >= _SPLIT_MIN_K and split * m * n < 2**31:
-        return {**wide, "split_k": split}
+        return [{**wide, "split_k": split}]
     if count >= 64:
-        return wide
-    return dict(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=4)
+        return [wide]
+    return [dict(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=4)]
 
 
 def _filled(tiles: int, programs: int) -> float:
