@@ -80,6 +80,8 @@ def prepare(folder: Path, args: argparse.Namespace) -> None:
 def breakdown(function, inputs: list[tuple], repeats: int = harness.REPEATS) -> dict:
     """Milliseconds per blocking call in each step of ``Function.__call__``, by the
     runtime's own steps (private: this is the runtime's benchmark)."""
+    from fusion_compiler import runtime
+
     steps = dict.fromkeys(["checks", "storage", "imports", "invoke", "results"], 0.0)
     for i in range(repeats + harness.WARMUP):
         args = inputs[i % len(inputs)]
@@ -88,9 +90,9 @@ def breakdown(function, inputs: list[tuple], repeats: int = harness.REPEATS) -> 
         t1 = time.perf_counter()
         storage, kept = function._result_storage(tensors, on_gpu)
         t2 = time.perf_counter()
-        views = [function._to_device(t) for t in tensors]
+        views = [runtime._buffer_view(function._to_device(t)) for t in tensors]
         t3 = time.perf_counter()
-        results = function._function(*views, *storage)
+        results = function._invoke([*views, *storage])
         t4 = time.perf_counter()
         if not kept:
             results = results if isinstance(results, (tuple, list)) else [results]
