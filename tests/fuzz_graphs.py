@@ -34,6 +34,7 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 
 # The ways a model computes softmax(f(Q·Kᵀ))·V.
 PATHS = ("sdpa", "matmul", "einsum", "bmm")
+TWICE = ("none", "side", "chained")
 # Where the 1/sqrt(D) sits. SDPA: its default, an explicit ``scale=``, or on Q (scale=1).
 SCALES = ("scores-mul", "scores-div", "q", "k", "none")
 SDPA_SCALES = ("sdpa-default", "sdpa-scale", "q")
@@ -115,6 +116,9 @@ class Case:
     # mask does not: PyTorch adds -inf to the NaN there)
     poison: str = "none"
     attention: str = "auto"
+    # a second attention in the module: "side" (of the same shape on -q, both results
+    # returned) or "chained" (on the first one's output as its queries)
+    twice: str = "none"
     seed: int = 0
 
     def __repr__(self) -> str:
@@ -150,7 +154,7 @@ class Case:
         # shape detection cannot prove (not fused, with a remark saying so)
         if self.dynamic != "none" and self.path in ("bmm", "einsum"):
             return 0
-        return 1
+        return 1 if self.twice == "none" else 2
 
     def nan_at_masked_keys(self) -> bool:
         """Whether a NaN/inf score at a key masked_fill or where drops may reach the output:
@@ -175,6 +179,9 @@ class Case:
             self.mask == "padding" and self.apply in ("masked_fill", "where")
         ), self
         assert self.mask != "padding" or self.nk > 0, self
+        assert self.twice in TWICE, self
+        # the first one's output as queries: its head dim is V's, D
+        assert self.twice != "chained" or self.nq > 0, self
 
     @property
     def needs_4d(self) -> bool:
@@ -304,6 +311,14 @@ class FuzzAttention(nn.Module):
     # -- forward -----------------------------------------------------------------------
 
     def forward(self, q, k, v, mask=None):
+        out = self._once(q, k, v, mask)
+        if self.case.twice == "none":
+            return out
+        first = _outputs(out)[0]
+        queries = -q if self.case.twice == "side" else first.reshape(q.shape).to(q.dtype)
+        return (*_outputs(out), *_outputs(self._once(queries, k, v, mask)))
+
+    def _once(self, q, k, v, mask):
         c = self.case
         if c.layout == "bnhd":
             q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
