@@ -59,6 +59,10 @@ CASES = {
         Case(8192, 2048, 512, "llama1b_kv"),
         Case(8192, 2048, 8192, "llama1b_gate_up"),
         Case(8192, 8192, 2048, "llama1b_down"),
+        Case(512, 2048, 2048, "llama1b512_q_o"),
+        Case(512, 2048, 512, "llama1b512_kv"),
+        Case(512, 2048, 8192, "llama1b512_gate_up"),
+        Case(512, 8192, 2048, "llama1b512_down"),
         Case(512, 768, 2304, "gpt2_qkv"),
         Case(512, 768, 3072, "gpt2_fc"),
         Case(512, 3072, 768, "gpt2_proj"),
@@ -95,13 +99,13 @@ def _inputs(case: Case, device: str) -> tuple[torch.Tensor, ...]:
 def _tiling_pipeline(tiling: str) -> str:
     """The sm_90 pipeline with ``tiling`` (128x128x64w8s4p132) as fusion-kernel-matmul's
     options."""
-    match = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)p(\d+)", tiling)
+    match = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)p(\d+)(?:k(\d+))?", tiling)
     if match is None:
-        raise SystemExit(f"--tilings: {tiling!r} is not MxNxKwWARPSsSTAGESpPROGRAMS")
-    m, n, k, warps, stages, programs = match.groups()
+        raise SystemExit(f"--tilings: {tiling!r} is not MxNxKwWARPSsSTAGESpPROGRAMS[kSPLIT]")
+    m, n, k, warps, stages, programs, split = match.groups()
     options = (
         f"arch=sm_90 block-m={m} block-n={n} block-k={k} num-warps={warps} "
-        f"num-stages={stages} programs={programs}"
+        f"num-stages={stages} programs={programs} split-k={split or 1}"
     )
     passes = [
         f"fusion-kernel-matmul{{{options}}}" if p.startswith("fusion-kernel-matmul") else p
@@ -172,7 +176,9 @@ def main() -> None:
         "--baseline", type=Path, help="another build's modules, timed as ours_sm90_baseline"
     )
     parser.add_argument(
-        "--tilings", default="", help="prepare: ours again per tiling, e.g. 64x128x64w4s4p132"
+        "--tilings",
+        default="",
+        help="prepare: ours again per tiling, e.g. 64x128x64w4s4p132 (a k2 after it: split-K 2)",
     )
     args = parser.parse_args()
     args.skip = set(args.skip.split(","))

@@ -255,3 +255,18 @@ func.func @persistent_gelu(%x: tensor<4096x256xf16>, %w: tensor<256x768xf16>, %b
 }
 // CHECK-LABEL: func.func @persistent_gelu(
 // CHECK: flow.dispatch @fusion_matmul_0::@matmul({{.*}}) {fusion.matmul_kernel = "{{.*}}\22block_n\22: 128{{.*}}\22programs\22: 132{{.*}}"}
+
+// -----
+
+// 512 rows by 2048 outputs: 64 tiles of 128x128 would leave half the multiprocessors
+// idle; 128 tiles of 64x128 fill one round.
+func.func @one_round(%x: tensor<512x256xf16>, %w: tensor<256x2048xf16>) -> tensor<512x2048xf16> {
+  %zero = arith.constant 0.0 : f16
+  %pe = tensor.empty() : tensor<512x2048xf16>
+  %acc = linalg.fill ins(%zero : f16) outs(%pe : tensor<512x2048xf16>) -> tensor<512x2048xf16>
+  // expected-remark @below {{matrix product lowered to a generated sm_90 kernel (f16, M=512, K=256, N=2048, tiles 64x128x64)}}
+  %p = linalg.matmul ins(%x, %w : tensor<512x256xf16>, tensor<256x2048xf16>) outs(%acc : tensor<512x2048xf16>) -> tensor<512x2048xf16>
+  return %p : tensor<512x2048xf16>
+}
+// CHECK-LABEL: func.func @one_round(
+// CHECK: flow.dispatch @fusion_matmul_0::@matmul({{.*}}) {fusion.matmul_kernel = "{{.*}}\22block_m\22: 64, \22block_n\22: 128{{.*}}"}
