@@ -495,7 +495,7 @@ class Function:
         try:
             return from_dlpack(self._device.create_dlpack_capsule(view, _DLPACK_CUDA, 0))
         except RuntimeError:
-            return self._to_torch(result).cuda()
+            return self._host_result(view).cuda()
 
     def _to_torch(self, result) -> torch.Tensor:
         try:

@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fusion_compiler.dialects import hal
+from fusion_compiler.passes.online_softmax import MARKER as ONLINE_SOFTMAX
 
 from fusion_compiler import remarks, signature
 from fusion_compiler.ir import dialects, ir
@@ -81,6 +82,10 @@ def _results(body: ir.Operation) -> tuple[ir.Operation, list[int]] | str:
         if op.name == "hal.tensor.import":
             if not ir.RankedTensorType(op.results[0].type).has_static_shape:
                 return "an input of dynamic size (the transient memory's size would be too)"
+        if ONLINE_SOFTMAX in op.attributes:
+            # its blocks' temporaries are sized per block on the host, inside the loop:
+            # IREE's stream phase cannot hoist one transient size out of it
+            return "an online-softmax loop nest (its transient memory is sized per block)"
     ret = list(block.operations)[-1].operation
     barrier, joined = None, []
     for value in ret.operands:

@@ -57,6 +57,18 @@ def test_cuda_modules_take_caller_storage_and_dynamic_ones_do_not() -> None:
     assert any("an input of dynamic size" in r.message for r in dynamic.remarks)
 
 
+def test_cuda_online_softmax_compiles_without_caller_storage() -> None:
+    """The online-softmax loop nest sizes its blocks' temporaries per block, on the host:
+    with its transient memory from the caller, IREE's stream phase could not hoist one
+    size out of the loop and the compile failed once the rows made two blocks."""
+    q = torch.randn(1, 2, 300, 16)
+    module = fc.compile(
+        ThreeResults(), example_args=(q, q, q), target="cuda", attention="online-softmax"
+    )
+    assert module.vmfb and module.stats["attention_ops"] == 1, module.remarks
+    assert any("an online-softmax loop nest" in r.message for r in module.remarks)
+
+
 def test_generated_kernels_take_their_scratch_memory_from_the_caller() -> None:
     """The sm_90 kernel's scratch (Triton's global scratch) is transient memory: in the
     caller's buffer, no allocation on the queue per call."""
