@@ -60,17 +60,18 @@ class Options:
     split_k: int = 0
 
     def tilings(self, m: int, n: int, k: int) -> list[dict[str, int]]:
-        """``tilings``' choices for the product, best first, with these options'
-        overrides."""
-        chosen = []
-        for tiles in tilings(m, n, k):
-            for name in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "split_k"):
+        """``tilings``' choices for the product, best first; where these options set a
+        tile's shape or schedule, only the last choice (the one always taken where the
+        others do not fit), with them in its place."""
+        chosen = tilings(m, n, k)
+        names = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "split_k")
+        if any(getattr(self, name) for name in names) or self.programs >= 0:
+            tiles = chosen[-1]
+            for name in names:
                 tiles[name] = getattr(self, name) or tiles.get(name, 0)
             if self.programs >= 0:
                 tiles["programs"] = self.programs
-            tiles = {name: value for name, value in tiles.items() if value}
-            if tiles not in chosen:
-                chosen.append(tiles)
+            chosen = [{name: value for name, value in tiles.items() if value}]
         return chosen
 
 

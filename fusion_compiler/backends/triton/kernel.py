@@ -277,15 +277,19 @@ def stack_bytes(kernel: Kernel) -> int:
     import tempfile
 
     triton = require_triton()
+    tool = triton.knobs.nvidia.cuobjdump.path
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
         cubin.write(kernel.binary)
         cubin.flush()
-        usage = subprocess.run(
-            [triton.knobs.nvidia.cuobjdump.path, "-res-usage", cubin.name],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        try:
+            usage = subprocess.run(
+                [tool, "-res-usage", cubin.name], capture_output=True, text=True, check=True
+            ).stdout
+        except (OSError, subprocess.CalledProcessError) as error:
+            raise FusionCompilerError(
+                f"reading the registers of kernel {kernel.name} with {tool} failed ({error}): "
+                "reinstall Triton, whose CUDA tools include cuobjdump"
+            ) from None
     found = re.search(r"STACK:(\d+)", usage)
     if found is None:
         raise FusionCompilerError(f"cuobjdump -res-usage gave no STACK for {kernel.name}: {usage}")
