@@ -34,10 +34,19 @@ _TORCH_DECOMPOSED = [
     aten._native_batch_norm_legit_no_training,  # BatchNorm in eval mode
     aten._native_batch_norm_legit,
     aten.index_copy,  # a cache written at positions (transformers' StaticCache): index_put
+    aten.upsample_bilinear2d,  # F.interpolate(mode="bilinear"): BEiT's position bias table
+    aten._unsafe_index,  # what that decomposition indexes with: aten.index
 ]
+
+# Operators whose torch-dialect lowering in IREE 3.13 is wrong, as PyTorch composes them:
+# meshgrid's lowering builds a list of non-value tensors the input pipeline then refuses
+# ("operand types should have the same type as the list contained type"; BEiT's relative
+# position index, built in its forward).
+_COMPOSED = [aten.meshgrid.default, aten.meshgrid.indexing]
 
 TABLE: dict[torch._ops.OpOverload, Callable] = {
     **get_decompositions(_TORCH_DECOMPOSED),
+    **{op: torch.export.default_decompositions()[op] for op in _COMPOSED},
     aten.__and__.Tensor: _bitwise(torch.bitwise_and),
     aten.__and__.Scalar: _bitwise(torch.bitwise_and),
     aten.__or__.Tensor: _bitwise(torch.bitwise_or),

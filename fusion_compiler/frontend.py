@@ -276,6 +276,7 @@ def functional(
             program = _einsum_operands_broadcast(_sdpa_masks_at_query_rank(program))
             program = _empty_results_as_zeros(program)
             program = _input_free_values_folded(program)
+            program = _state_in_lists_read_through_ops(program)
     except Exception as exc:  # a graph torch itself cannot retrace: say which, and why
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise FusionCompilerError(
@@ -451,6 +452,40 @@ def _input_free_values_folded(
         graph.eliminate_dead_code()
         _drop_unused_constants(program)
         program.graph_module.recompile()
+    return program
+
+
+def _state_in_lists_read_through_ops(
+    program: torch.export.ExportedProgram,
+) -> torch.export.ExportedProgram:
+    """A parameter, buffer or constant in a list argument (Swin's and BEiT's relative
+    position bias, ``table[index]`` with the index a buffer: ``aten.index.Tensor(table,
+    [index])``) read through a copy: the frozen import puts the tensor itself in place of
+    its placeholder, and the importer refuses a list mixing a literal with values."""
+    state = {
+        spec.arg.name
+        for spec in program.graph_signature.input_specs
+        if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+    }
+
+    def is_state(item: object) -> bool:
+        return isinstance(item, torch.fx.Node) and item.op == "placeholder" and item.name in state
+
+    def read(node: torch.fx.Node, item: object) -> object:
+        if not is_state(item):
+            return item
+        with program.graph.inserting_before(node):
+            copy = program.graph.call_function(torch.ops.aten.lift_fresh_copy.default, (item,))
+        copy.meta["val"] = item.meta["val"]
+        return copy
+
+    for node in list(program.graph.nodes):
+        lists = [isinstance(a, list | tuple) and any(map(is_state, a)) for a in node.args]
+        if node.op == "call_function" and any(lists):
+            node.args = tuple(
+                type(arg)(read(node, item) for item in arg) if in_list else arg
+                for arg, in_list in zip(node.args, lists, strict=True)
+            )
     return program
 
 

@@ -146,6 +146,33 @@ ARCHS: dict[str, Arch] = {
             attentions=6,
         ),
         Arch("clip_text_model", _decoder(), kind="encoder"),
+        # relative position bias tables indexed by a buffer; shifted windows' masks
+        Arch(
+            "swin",
+            dict(
+                image_size=32,
+                patch_size=4,
+                embed_dim=32,
+                depths=[2, 2],
+                num_heads=[2, 4],
+                window_size=4,
+                num_channels=3,
+            ),
+            kind="vision",
+            attentions=4,
+        ),
+        # the bias table resized (bilinear) to the window and indexed in the forward
+        Arch(
+            "beit",
+            dict(
+                **SMALL,
+                image_size=32,
+                patch_size=8,
+                num_channels=3,
+                use_relative_position_bias=True,
+            ),
+            kind="vision",
+        ),
     ]
 }
 

@@ -26,8 +26,36 @@ class NonPersistentBuffer(torch.nn.Module):
         return x * self.inv_freq
 
 
+class IndexedByABuffer(torch.nn.Module):
+    """Swin's relative position bias: a table indexed by a buffer (``aten.index.Tensor``
+    with the buffer in its list of indices)."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(5, 8))
+        self.register_buffer("index", torch.tensor([4, 0, 2]), persistent=False)
+
+    def forward(self, x):
+        return x + self.table[self.index]
+
+
+def _meshgrid_positions(x: torch.Tensor) -> torch.Tensor:
+    """BEiT's relative position index, built in the forward from a meshgrid."""
+    rows, cols = torch.meshgrid(torch.arange(3), torch.arange(8), indexing="ij")
+    return x * (rows - cols).float()
+
+
+def _bilinear(x: torch.Tensor) -> torch.Tensor:
+    """A table resized by bilinear interpolation (BEiT's bias table to its window)."""
+    grown = torch.nn.functional.interpolate(x[None, None], size=(6, 16), mode="bilinear")
+    return grown[0, 0, ::2, ::2]
+
+
 FORMS = {
     "non-persistent-buffer": NonPersistentBuffer,
+    "indexed-by-a-buffer": IndexedByABuffer,
+    "meshgrid": lambda: _Fn(_meshgrid_positions),
+    "bilinear-interpolation": lambda: _Fn(_bilinear),
     "and": lambda: _Fn(lambda x: ((x > 0) & (x < 0.5)).float() * x),
     "or": lambda: _Fn(lambda x: ((x > 0.5) | (x < -0.5)).float() * x),
     "xor": lambda: _Fn(lambda x: ((x > 0) ^ (x < 0.5)).float() * x),
