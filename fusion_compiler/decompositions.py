@@ -38,6 +38,20 @@ _TORCH_DECOMPOSED = [
     aten._unsafe_index,  # what that decomposition indexes with: aten.index
 ]
 
+
+def _layer_norm_in_f32(x, shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    """LayerNorm of fp16 or bf16 tensors computed in f32, as PyTorch computes it: in the
+    input's type IREE 3.13 rounds BERT's and BEiT's eps of 1e-12 to 0 in fp16, and a row of
+    equal values (BEiT's class token at its initial zeros) divides 0 by 0."""
+    wide = x.dtype in (torch.float16, torch.bfloat16)
+
+    def up(t):
+        return t.float() if wide and t is not None else t
+
+    out = aten.native_layer_norm.default(up(x), shape, up(weight), up(bias), eps)[0]
+    return out.to(x.dtype) if wide else out
+
+
 # Operators whose torch-dialect lowering in IREE 3.13 is wrong, as PyTorch composes them:
 # meshgrid's lowering builds a list of non-value tensors the input pipeline then refuses
 # ("operand types should have the same type as the list contained type"; BEiT's relative
@@ -47,6 +61,7 @@ _COMPOSED = [aten.meshgrid.default, aten.meshgrid.indexing]
 TABLE: dict[torch._ops.OpOverload, Callable] = {
     **get_decompositions(_TORCH_DECOMPOSED),
     **{op: torch.export.default_decompositions()[op] for op in _COMPOSED},
+    aten.layer_norm.default: _layer_norm_in_f32,
     aten.__and__.Tensor: _bitwise(torch.bitwise_and),
     aten.__and__.Scalar: _bitwise(torch.bitwise_and),
     aten.__or__.Tensor: _bitwise(torch.bitwise_or),

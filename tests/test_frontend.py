@@ -108,6 +108,26 @@ def test_form_compiles_and_matches_pytorch(form: str) -> None:
     assert rel_error(program.module()(fresh), model(fresh)) < 1e-6
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_layer_norm_with_a_tiny_eps_on_a_constant_row(dtype: torch.dtype) -> None:
+    """BERT's and BEiT's LayerNorm eps is 1e-12, which fp16 rounds to 0: computed in the
+    input's type, a row of equal values (BEiT's class token at its initial zeros) gave
+    0/0 = NaN where PyTorch, computing in f32, gives the bias."""
+    norm = torch.nn.LayerNorm(8, eps=1e-12).to(dtype).eval()
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 2)
+        norm.bias.uniform_(-1, 1)
+    x = torch.randn(3, 8, dtype=dtype)
+    run = fc.load(fc.compile(norm, (x,), target="cpu"))
+    fresh = torch.randn(3, 8, dtype=dtype)
+    fresh[1] = 0.25  # a row of equal values
+    got = run(fresh)
+    with torch.no_grad():
+        want = norm(fresh)
+    assert torch.isfinite(got).all(), got
+    assert rel_error(got, want) < 1e-2
+
+
 class _UsesIsFinite(torch.nn.Module):
     def forward(self, x):
         y = (x > 0) & (x < 1)  # decomposed, not reported
