@@ -83,7 +83,8 @@ def main() -> int:
         f"|{' mask in the shader |' if vulkan else ''} rel. error | compile s | pass |",
         "|---|---|---|" + ("---|" if vulkan else "") + "---|---|---|",
     ]
-    for name, impl in CASES:
+    for case in CASES:
+        name, impl = case.values if hasattr(case, "values") else case  # pytest.param
         try:
             rows.append(_case(name, impl, args.target))
         except Exception as exc:  # a failing case is a row of the table, not the end of it
