@@ -36,6 +36,7 @@ _TORCH_DECOMPOSED = [
     aten.index_copy,  # a cache written at positions (transformers' StaticCache): index_put
     aten.upsample_bilinear2d,  # F.interpolate(mode="bilinear"): BEiT's position bias table
     aten._unsafe_index,  # what that decomposition indexes with: aten.index
+    aten.logsumexp,  # a MoE router's z-loss: max, exp, sum, log
 ]
 
 
@@ -55,6 +56,15 @@ def _layer_norm_in_f32(x, shape, weight=None, bias=None, eps=1e-5, cudnn_enable=
 _HALF = (torch.float16, torch.bfloat16)
 
 
+def _squeeze_dims(x, dims):
+    """``squeeze`` of several dims (IREE 3.13 lowers it of one dim only): one at a time,
+    from the last, so the others keep their places."""
+    rank = max(x.dim(), 1)
+    for dim in sorted({d % rank for d in dims}, reverse=True):
+        x = aten.squeeze.dim(x, dim)
+    return x
+
+
 def _accumulated_in_f32(op: torch._ops.OpOverload) -> Callable:
     """``op`` (a sum or a mean) of fp16 or bf16 tensors accumulated in f32, as PyTorch
     accumulates them: IREE 3.13 added in the input's type, and the sum of 32768 fp16
@@ -69,6 +79,14 @@ def _accumulated_in_f32(op: torch._ops.OpOverload) -> Callable:
     return decomposition
 
 
+def _log_softmax_in_f32(x, dim, dtype=None):
+    """log_softmax of fp16 or bf16 computed in f32, as PyTorch computes it (in fp16 IREE
+    3.13's sum of the exponentials over 32768 values was 8% off)."""
+    if x.dtype not in _HALF or dtype is not None:
+        return NotImplemented
+    return aten._log_softmax.default(x.float(), dim, False).to(x.dtype)
+
+
 # Operators whose torch-dialect lowering in IREE 3.13 is wrong, as PyTorch composes them:
 # meshgrid's lowering builds a list of non-value tensors the input pipeline then refuses
 # ("operand types should have the same type as the list contained type"; BEiT's relative
@@ -81,8 +99,16 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.layer_norm.default: _layer_norm_in_f32,
     **{
         op: _accumulated_in_f32(op)
-        for op in (aten.sum.dim_IntList, aten.sum.default, aten.mean.dim, aten.mean.default)
+        for op in (
+            aten.sum.dim_IntList,
+            aten.sum.default,
+            aten.mean.dim,
+            aten.mean.default,
+            aten.cumsum.default,  # in fp16 over 32768 values: 0.74 off
+        )
     },
+    aten.log_softmax.int: _log_softmax_in_f32,
+    aten.squeeze.dims: _squeeze_dims,
     aten.__and__.Tensor: _bitwise(torch.bitwise_and),
     aten.__and__.Scalar: _bitwise(torch.bitwise_and),
     aten.__or__.Tensor: _bitwise(torch.bitwise_or),
