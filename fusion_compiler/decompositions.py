@@ -1,6 +1,9 @@
 """What the exported program is rewritten with before import: aten ops IREE 3.13's torch
-input pipeline cannot lower, each as ops it can (iree-turbine keeps a table like it).
-Each row was found failing without it (``tests/test_frontend.py`` keeps one case each).
+input pipeline cannot lower, each as ops it can (iree-turbine keeps a table like it), and
+ops it lowers with other numerics than PyTorch's: fp16 and bf16 LayerNorm, sums, means,
+cumulative sums and log_softmax, which PyTorch computes or accumulates in f32 and IREE
+computed in the input's type. Each row was found failing without it
+(``tests/test_frontend.py`` keeps one case each).
 
 ``ExportedProgram.run_decompositions(TABLE)`` also functionalises the graph (in-place
 updates of intermediates, ``lift_fresh_copy`` + ``detach_``), and leaves every op not named
