@@ -182,14 +182,18 @@ def is_broadcast(op: ir.Operation | None) -> bool:
 
 
 def reduction_payload(op: ir.Operation) -> str | None:
-    """For a one-input reduction generic, the combiner of result 0 (``arith.addf``...)."""
+    """For a one-input reduction generic, the combiner of result 0 (``arith.addf``...),
+    its input read as it is or widened (``arith.extf``: an fp16 sum accumulated in f32)."""
     if not is_generic(op) or len(reduction_dims(op)) != 1 or num_inputs(op) != 1:
         return None
     block = op.regions[0].blocks[0]
     arg_in, arg_out = block.arguments[0], block.arguments[1]
-    for body_op in payload(op):
+    body = payload(op)
+    read = {arg_in}
+    read |= {b.results[0] for b in body if b.name == "arith.extf" and b.operands[0] == arg_in}
+    for body_op in body:
         operands = list(body_op.operands)
-        if len(operands) == 2 and set(operands) == {arg_in, arg_out}:
+        if len(operands) == 2 and arg_out in operands and len(set(operands) & read) == 1:
             if _yields(op, body_op.results[0]):
                 return body_op.name
     return None

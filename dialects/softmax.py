@@ -4,7 +4,7 @@ The decomposition the torch front end produces (max, subtract, exp, sum, divide)
 
     m = reduce_max(x, d)          # linalg.generic, maximumf (with an argmax output from torch)
     e = exp(x - m)                # two elementwise generics: subf, then math.exp
-    s = reduce_sum(e, d)          # linalg.generic, addf
+    s = reduce_sum(e, d)          # linalg.generic, addf (fp16: extf, addf in f32, truncf)
     y = e / s                     # elementwise generic, divf   <- the anchor
 """
 
@@ -49,6 +49,11 @@ def _match_decomposed(div: ir.Operation) -> Softmax | NearMiss | None:
         return None
     numerator, denominator = linalg.inputs(div)
     total, total_reshapes = linalg.producer_and_reshapes(denominator)
+    if total is not None and linalg.is_elementwise_payload(total, "arith.truncf"):
+        # an fp16 sum accumulated in f32, then narrowed (what PyTorch computes)
+        narrowed = total
+        total, more = linalg.producer_and_reshapes(linalg.inputs(narrowed)[0])
+        total_reshapes = [*total_reshapes, narrowed, *more]
     if total is None or linalg.reduction_payload(total) != "arith.addf":
         return None
     # From here on the op is shaped like a softmax: every failure is a near miss.

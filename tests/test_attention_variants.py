@@ -230,3 +230,18 @@ def test_online_softmax_with_the_host_waiting_for_earlier_query_blocks() -> None
     host waits for block i - 4 (``passes/online_softmax.py``), the fences carried in the loop."""
     model = Attention(1, 4096, 4096, 32, mask="causal-iota")
     _check(model, _inputs(1, 1, 1, 4096, 4096, 32, torch.float32), fused=1, attention="auto")
+
+
+class _SoftmaxByHand(torch.nn.Module):
+    """exp(s - max) / sum: PyTorch sums fp16 and bf16 in f32, and the front end keeps
+    that (an f32 sum narrowed before the division), which is still a softmax."""
+
+    def forward(self, q, k, v):
+        s = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5
+        e = torch.exp(s - s.amax(-1, keepdim=True))
+        return (e / e.sum(-1, keepdim=True)) @ v
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_softmax_written_by_hand(dtype: torch.dtype, attention: str) -> None:
+    _check(_SoftmaxByHand(), _inputs(1, 2, 2, 64, 80, 32, dtype), 1, attention)
