@@ -43,20 +43,22 @@ _TORCH_DECOMPOSED = [
 ]
 
 
+_HALF = (torch.float16, torch.bfloat16)
+
+
 def _layer_norm_in_f32(x, shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
     """LayerNorm of fp16 or bf16 tensors computed in f32, as PyTorch computes it: in the
     input's type IREE 3.13 rounds BERT's and BEiT's eps of 1e-12 to 0 in fp16, and a row of
-    equal values (BEiT's class token at its initial zeros) divides 0 by 0."""
-    wide = x.dtype in (torch.float16, torch.bfloat16)
+    equal values (BEiT's class token at its initial zeros) divides 0 by 0. Other types
+    keep the op (NotImplemented: no decomposition)."""
+    if x.dtype not in _HALF:
+        return NotImplemented
 
     def up(t):
-        return t.float() if wide and t is not None else t
+        return t if t is None else t.float()
 
     out = aten.native_layer_norm.default(up(x), shape, up(weight), up(bias), eps)[0]
-    return out.to(x.dtype) if wide else out
-
-
-_HALF = (torch.float16, torch.bfloat16)
+    return out.to(x.dtype)
 
 
 def _squeeze_dims(x, dims):

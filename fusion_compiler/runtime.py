@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import hashlib
 import io
 import json
@@ -268,28 +269,22 @@ class Function:
         self._write_back(args, tensors, device_values)
         if kept:  # written where torch allocated them (the last is transient memory)
             return self._model_results(kept[:-1])
-        if on_gpu:
-            convert = self._to_cuda
-        else:  # buffer views called directly, DeviceArrays from IREE's invoker
-            convert = self._to_torch if self._direct is None else self._host_result
-        if results is None:
-            results = []
-        elif not isinstance(results, (tuple, list)):
-            results = [results]
+        convert = self._to_cuda if on_gpu else self._host_result
         return self._model_results([convert(r) for r in results])
 
-    def _invoke(self, views: list[rt.HalBufferView]):
-        """The entry point called on ``views``: its results (buffer views, where it is
-        called directly)."""
+    def _invoke(self, views: list[rt.HalBufferView]) -> list:
+        """The entry point called on ``views``: its results' buffer views."""
         if self._direct is None:
-            return self._function(*views)
+            results = self._function(*views)
+            if results is None:
+                return []
+            if not isinstance(results, (tuple, list)):
+                results = [results]
+            return [_buffer_view(r) for r in results]
         context, function, count = self._direct
-        arguments = rt.VmVariantList(len(views))
-        for view in views:
-            arguments.push_ref(view)
         results = rt.VmVariantList(count)
-        context.invoke(function, arguments, results)
-        return [results.get_as_ref(i).deref(rt.HalBufferView) for i in range(results.size)]
+        context.invoke(function, _ref_list(views), results)
+        return _views(results)
 
     def _write_back(self, args: tuple, tensors: list[torch.Tensor], device_values: list) -> None:
         """The inputs the call updated in place, copied into the caller's arrays where
@@ -357,17 +352,11 @@ class Function:
         context, function, timeline = self._asynchronous
         tensors, on_gpu = self._arguments(args)
         storage, kept = self._result_storage(tensors, on_gpu)
-        arguments = rt.VmVariantList(len(tensors) + len(storage) + 2)
         device_values = [self._to_device(t) for t in tensors]
-        for value in device_values:
-            arguments.push_ref(_buffer_view(value))
-        for view in storage:
-            arguments.push_ref(view)
         wait, done = timeline.next([*tensors, *kept])
-        arguments.push_ref(wait)
-        arguments.push_ref(done)
+        views = [*map(_buffer_view, device_values), *storage]
         results = rt.VmVariantList(1)
-        context.invoke(function, arguments, results)
+        context.invoke(function, _ref_list([*views, wait, done]), results)
         convert = self._to_cuda if on_gpu else self._host_result
         write_back = None
         if self.mutated:
@@ -562,11 +551,20 @@ class Pending:
         self.wait()
         if self._kept:  # written where torch allocated them (the last is transient memory)
             return self._structure(self._kept[:-1])
-        values = [
-            self._convert(self._results.get_as_ref(i).deref(rt.HalBufferView))
-            for i in range(self._results.size)
-        ]
-        return self._structure(values)
+        return self._structure([self._convert(view) for view in _views(self._results)])
+
+
+def _ref_list(refs: list) -> rt.VmVariantList:
+    """A VM argument list of ``refs`` (buffer views, fences)."""
+    arguments = rt.VmVariantList(len(refs))
+    for ref in refs:
+        arguments.push_ref(ref)
+    return arguments
+
+
+def _views(results: rt.VmVariantList) -> list[rt.HalBufferView]:
+    """The buffer views of a call's VM result list."""
+    return [results.get_as_ref(i).deref(rt.HalBufferView) for i in range(results.size)]
 
 
 def _wait_for_torch(device: int) -> None:
@@ -580,21 +578,17 @@ def _wait_for_torch(device: int) -> None:
         torch.cuda.current_stream(device).synchronize()  # raises torch's error, if any
 
 
-_DRIVER: list = []  # [cuStreamSynchronize or None], once looked up
-
-
+@functools.cache
 def _stream_synchronize():
     """libcuda's ``cuStreamSynchronize`` (which IREE's CUDA driver loads too), or None."""
-    if not _DRIVER:
-        import ctypes
+    import ctypes
 
-        try:
-            function = ctypes.CDLL("libcuda.so.1").cuStreamSynchronize
-            function.argtypes, function.restype = [ctypes.c_void_p], ctypes.c_int
-        except (OSError, AttributeError):
-            function = None
-        _DRIVER.append(function)
-    return _DRIVER[0]
+    try:
+        function = ctypes.CDLL("libcuda.so.1").cuStreamSynchronize
+    except (OSError, AttributeError):
+        return None
+    function.argtypes, function.restype = [ctypes.c_void_p], ctypes.c_int
+    return function
 
 
 # IREE's CUDA driver flags, set once before the first CUDA device is made. Measured on

@@ -11,6 +11,7 @@ the entry and Triton's version.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import json
@@ -268,10 +269,12 @@ def require_triton():
     return triton
 
 
+@functools.lru_cache(maxsize=256)
 def stack_bytes(kernel: Kernel) -> int:
     """The bytes of stack a thread of ``kernel`` (a cubin) uses: where its registers
     spilled (ptxas' ``bytes stack frame``), as ``cuobjdump -res-usage`` of Triton's
-    CUDA tools reads the cubin's resource table; no GPU needed."""
+    CUDA tools reads the cubin's resource table; no GPU needed. Read once per kernel in a
+    process (a module's products of one shape share their kernel)."""
     import re
     import subprocess
     import tempfile
