@@ -75,3 +75,36 @@ util.func public @main(%arg0: !hal.buffer_view) -> !hal.buffer_view attributes {
 // CHECK-NOT: hal.tensor.alias
 // CHECK-LABEL: util.func public @main(
 // CHECK-NOT: fusion.result_storage
+
+// -----
+
+// An online-softmax loop nest sizes its blocks' temporaries inside the loop, where IREE
+// cannot hoist one transient size: the entry point keeps IREE's allocations.
+util.func public @main$async(%arg0: !hal.buffer_view, %arg1: !hal.fence, %arg2: !hal.fence) -> !hal.buffer_view attributes {inlining_policy = #util.inline.never, iree.abi.model = "coarse-fences", iree.abi.stub} {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c2 = arith.constant 2 : index
+  %0 = hal.tensor.import wait(%arg1) => %arg0 : !hal.buffer_view -> tensor<4x8xf32>
+  %1 = scf.for %i = %c0 to %c4 step %c2 iter_args(%acc = %0) -> (tensor<4x8xf32>) {
+    scf.yield %acc : tensor<4x8xf32>
+  } {fusion.online_softmax}
+  %2 = hal.tensor.barrier join(%1 : tensor<4x8xf32>) => %arg2 : !hal.fence
+  %3 = hal.tensor.export %2 : tensor<4x8xf32> -> !hal.buffer_view
+  util.return %3 : !hal.buffer_view
+}
+// expected-remark @below {{main returns its results as IREE allocates them: an online-softmax loop nest (its transient memory is sized per block)}}
+util.func public @main(%arg0: !hal.buffer_view) -> !hal.buffer_view attributes {iree.abi.stub} {
+  %0 = util.null : !hal.fence
+  %c-1_i32 = arith.constant -1 : i32
+  %c0 = arith.constant 0 : index
+  %device_0 = hal.devices.get %c0 : !hal.device
+  %fence = hal.fence.create device(%device_0 : !hal.device) flags("None") : !hal.fence
+  %1 = util.call @main$async(%arg0, %0, %fence) : (!hal.buffer_view, !hal.fence, !hal.fence) -> !hal.buffer_view
+  %status = hal.fence.await until([%fence]) timeout_millis(%c-1_i32) flags("None") : i32
+  util.return %1 : !hal.buffer_view
+}
+// CHECK-LABEL: util.func public @main$async(
+// CHECK-NOT: hal.tensor.alias
+// CHECK: } {fusion.online_softmax}
+// CHECK-LABEL: util.func public @main(
+// CHECK-NOT: fusion.result_storage

@@ -117,3 +117,59 @@ func.func @plain_div(%a: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<8xf32> {
 }
 // CHECK-LABEL: func.func @plain_div
 // CHECK: arith.divf
+
+// -----
+
+// An fp16 softmax whose sum PyTorch (and the front end) accumulates in f32 and narrows
+// before the division: still a softmax.
+#hid = affine_map<(d0, d1) -> (d0, d1)>
+#hrow = affine_map<(d0, d1) -> (d0)>
+#hrow1 = affine_map<(d0, d1) -> (d0, 0)>
+func.func @widened_sum(%x: tensor<10x12xf16>) -> tensor<10x12xf16> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFC00 : f16
+  %e0 = tensor.empty() : tensor<10xf16>
+  %m0 = linalg.fill ins(%ninf : f16) outs(%e0 : tensor<10xf16>) -> tensor<10xf16>
+  %max = linalg.generic {indexing_maps = [#hid, #hrow], iterator_types = ["parallel", "reduction"]} ins(%x : tensor<10x12xf16>) outs(%m0 : tensor<10xf16>) {
+  ^bb0(%in: f16, %out: f16):
+    %mx = arith.maximumf %in, %out : f16
+    linalg.yield %mx : f16
+  } -> tensor<10xf16>
+  %mexp = tensor.expand_shape %max [[0, 1]] output_shape [10, 1] : tensor<10xf16> into tensor<10x1xf16>
+  %e = tensor.empty() : tensor<10x12xf16>
+  %sub = linalg.generic {indexing_maps = [#hid, #hrow1, #hid], iterator_types = ["parallel", "parallel"]} ins(%x, %mexp : tensor<10x12xf16>, tensor<10x1xf16>) outs(%e : tensor<10x12xf16>) {
+  ^bb0(%a: f16, %b: f16, %o: f16):
+    %r = arith.subf %a, %b : f16
+    linalg.yield %r : f16
+  } -> tensor<10x12xf16>
+  %exp = linalg.generic {indexing_maps = [#hid, #hid], iterator_types = ["parallel", "parallel"]} ins(%sub : tensor<10x12xf16>) outs(%e : tensor<10x12xf16>) {
+  ^bb0(%a: f16, %o: f16):
+    %r = math.exp %a : f16
+    linalg.yield %r : f16
+  } -> tensor<10x12xf16>
+  %es = tensor.empty() : tensor<10x1xf32>
+  %s0 = linalg.fill ins(%zero : f32) outs(%es : tensor<10x1xf32>) -> tensor<10x1xf32>
+  %sum = linalg.generic {indexing_maps = [#hid, #hrow1], iterator_types = ["parallel", "reduction"]} ins(%exp : tensor<10x12xf16>) outs(%s0 : tensor<10x1xf32>) {
+  ^bb0(%a: f16, %o: f32):
+    %w = arith.extf %a : f16 to f32
+    %r = arith.addf %w, %o : f32
+    linalg.yield %r : f32
+  } -> tensor<10x1xf32>
+  %en = tensor.empty() : tensor<10x1xf16>
+  %narrow = linalg.generic {indexing_maps = [#hid, #hid], iterator_types = ["parallel", "parallel"]} ins(%sum : tensor<10x1xf32>) outs(%en : tensor<10x1xf16>) {
+  ^bb0(%a: f32, %o: f16):
+    %r = arith.truncf %a : f32 to f16
+    linalg.yield %r : f16
+  } -> tensor<10x1xf16>
+  // expected-remark @below {{softmax over dimension 1 of tensor<10x12xf16> (decomposed)}}
+  %div = linalg.generic {indexing_maps = [#hid, #hrow1, #hid], iterator_types = ["parallel", "parallel"]} ins(%exp, %narrow : tensor<10x12xf16>, tensor<10x1xf16>) outs(%e : tensor<10x12xf16>) {
+  ^bb0(%a: f16, %b: f16, %o: f16):
+    %r = arith.divf %a, %b : f16
+    linalg.yield %r : f16
+  } -> tensor<10x12xf16>
+  return %div : tensor<10x12xf16>
+}
+// CHECK-LABEL: func.func @widened_sum
+// CHECK: arith.extf
+// CHECK: arith.truncf
+// CHECK: arith.divf
