@@ -281,3 +281,15 @@ def test_bf16_epilogue_rounds_to_nearest_even_as_pytorch() -> None:
     with torch.no_grad():
         want = model(x).reshape(80, 64)
     assert torch.equal(got, want)
+
+
+def test_a_cubin_cuobjdump_cannot_read_is_a_clear_error() -> None:
+    """The stack (register spills) of a kernel is read from its cubin with Triton's
+    cuobjdump; bytes that are no cubin give an error that says so, not a traceback from
+    subprocess."""
+    from fusion_compiler.backends.spec import Kernel
+    from fusion_compiler.backends.triton.kernel import stack_bytes
+    from fusion_compiler.errors import FusionCompilerError
+
+    with pytest.raises(FusionCompilerError, match="cuobjdump failed.*not one cuobjdump reads"):
+        stack_bytes(Kernel("truncated", b"not a cubin", 0, 0, "key"))

@@ -280,18 +280,19 @@ def stack_bytes(kernel: Kernel) -> int:
     import tempfile
 
     triton = require_triton()
-    tool = triton.knobs.nvidia.cuobjdump.path
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
         cubin.write(kernel.binary)
         cubin.flush()
         try:
+            tool = triton.knobs.nvidia.cuobjdump.path  # RuntimeError where it is missing
             usage = subprocess.run(
                 [tool, "-res-usage", cubin.name], capture_output=True, text=True, check=True
             ).stdout
-        except (OSError, subprocess.CalledProcessError) as error:
+        except (OSError, RuntimeError, subprocess.CalledProcessError) as error:
             raise FusionCompilerError(
-                f"reading the registers of kernel {kernel.name} with {tool} failed ({error}): "
-                "reinstall Triton, whose CUDA tools include cuobjdump"
+                f"reading the registers of kernel {kernel.name} with cuobjdump failed "
+                f"({error}): its cubin is not one cuobjdump reads, or Triton's CUDA tools "
+                "are missing (reinstall Triton)"
             ) from None
     found = re.search(r"STACK:(\d+)", usage)
     if found is None:
