@@ -1,9 +1,9 @@
 """Hugging Face architectures in fp16 through the generated sm_90 kernels, on the GPU.
 
 On the CPU machine:
-    .venv/bin/python benchmarks/hf_models_gpu.py prepare build/hf_gpu
-builds each architecture of ``tests/hf_corpus.py`` at a GPU size (d 256, 4 heads of 64,
-2 sequences of 128 tokens, the second padded), exports it in fp16, compiles it for
+    .venv/bin/python benchmarks/hf_models_gpu.py prepare build/hf_gpu [ARCH ...]
+builds each architecture (or those named) of ``tests/hf_corpus.py`` at a GPU size (d 256,
+4 heads of 64, 2 sequences of 128 tokens, the second padded), exports it in fp16, compiles it for
 ``target="cuda", cuda_arch="sm_90"`` and saves the module, its inputs and the model's
 output in float32 on the CPU (PyTorch, the same weights). On the GPU machine:
     python3 benchmarks/hf_models_gpu.py run build/hf_gpu OUT.md
@@ -96,12 +96,18 @@ def _rel(got: torch.Tensor, want: torch.Tensor) -> float:
     return ((got.double() - want.double()).norm() / want.double().norm()).item()
 
 
-def prepare(out: Path) -> None:
+def prepare(out: Path, only: list[str]) -> None:
+    """Compiles each architecture of ``ARCHS`` (those named in ``only``, if any) into ``out``."""
     import hf_corpus
 
+    unknown = sorted(set(only) - set(ARCHS))
+    if unknown:
+        raise SystemExit(f"unknown architectures {unknown}; known: {sorted(ARCHS)}")
     out.mkdir(parents=True, exist_ok=True)
     index = {}
     for name, impl in ARCHS.items():
+        if only and name not in only:
+            continue
         arch = hf_corpus.ARCHS[name]
         sized = hf_corpus.Arch(name, _sized(name), arch.kind, arch.attentions, arch.auto)
         hf_corpus.ARCHS[name] = sized
@@ -178,7 +184,7 @@ def run(folder: Path, report: Path) -> None:
 
 if __name__ == "__main__":
     mode, *paths = sys.argv[1:]
-    if mode == "prepare":
-        prepare(Path(paths[0]))
+    if mode == "prepare":  # prepare FOLDER [ARCH ...]
+        prepare(Path(paths[0]), paths[1:])
     else:
         run(Path(paths[0]), Path(paths[1]))
