@@ -17,7 +17,7 @@ import operator
 import re
 import struct
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import iree.runtime as rt
@@ -84,6 +84,11 @@ _VULKAN_TARGET_KEY = "fusion.vulkan_target"  # signature.VULKAN_TARGET_KEY
 class TensorSpec:
     shape: tuple[int | None, ...]  # None for a dynamic dimension
     dtype: torch.dtype
+    # no dynamic dimension: a call's shape is checked by one comparison (``matches``)
+    static: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "static", None not in self.shape)
 
     @classmethod
     def parse(cls, text: str) -> TensorSpec:
@@ -99,7 +104,14 @@ class TensorSpec:
         return f"({dims}) {str(self.dtype).removeprefix('torch.')}"
 
     def matches(self, shape: tuple[int, ...], dtype: torch.dtype) -> bool:
-        if dtype != self.dtype or len(shape) != len(self.shape):
+        """Whether a tensor of ``shape`` (a tuple or torch.Size) and ``dtype`` fits: on
+        every call, so static specs take one tuple comparison (a generator over the dims
+        costs 2 us a call on a slow host)."""
+        if dtype != self.dtype:
+            return False
+        if self.static:
+            return shape == self.shape
+        if len(shape) != len(self.shape):
             return False
         return all(want is None or want == got for want, got in zip(self.shape, shape, strict=True))
 
@@ -405,7 +417,7 @@ class Function:
             )
         if self.inputs is not None and index < len(self.inputs):
             spec = self.inputs[index]
-            if spec is not None and not spec.matches(tuple(arg.shape), arg.dtype):
+            if spec is not None and not spec.matches(arg.shape, arg.dtype):
                 got = TensorSpec(tuple(arg.shape), arg.dtype)
                 raise ArgumentError(
                     f"{self.name}: argument {index} has shape/dtype {got}, expected {spec}"
@@ -461,9 +473,11 @@ class Function:
                 raise DimensionMismatchError(self.name, dim.index, dim.dim, got, expected, rule)
 
     def _to_device(self, tensor: torch.Tensor) -> rt.DeviceArray | rt.HalBufferView:
+        if tensor.requires_grad:  # (detaching costs 1 us a call where there is nothing to drop)
+            tensor = tensor.detach()
         if self._zero_copy and tensor.is_cuda:
-            return self._device.from_dlpack_capsule(to_dlpack(tensor.detach().contiguous()))
-        host = tensor.detach().cpu().contiguous()
+            return self._device.from_dlpack_capsule(to_dlpack(tensor.contiguous()))
+        host = tensor.cpu().contiguous()
         if host.dtype in _BITS_AS:
             bits, element_type = _BITS_AS[host.dtype]
             return self._device.allocator.allocate_buffer_copy(

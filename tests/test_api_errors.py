@@ -376,6 +376,21 @@ def test_numpy_arrays_of_any_layout_or_byte_order() -> None:
         run(torch.empty(4, 8, device="meta"))
 
 
+def test_tensors_of_any_view_or_grad_and_a_wrong_shape_by_its_index() -> None:
+    """A call reads a tensor that requires grad, a strided view and a torch.Size of a
+    static input alike; a wrong shape or dtype is refused with the argument's index."""
+    run = fc.load(fc.compile(_Double(), example_args=(torch.randn(4, 8),)))
+    x = torch.randn(8, 4)
+    for arg in (x.t(), x.t().clone().requires_grad_(), x.t().contiguous()):
+        torch.testing.assert_close(run(arg), arg.detach() * 2)
+    with pytest.raises(fc.ArgumentError, match=r"argument 0 has shape/dtype \(8, 4\) float32"):
+        run(x)
+    with pytest.raises(fc.ArgumentError, match=r"argument 0 has shape/dtype \(4, 8\) float16"):
+        run(x.t().half())
+    with pytest.raises(fc.ArgumentError, match=r"argument 0 has shape/dtype \(4, 8, 1\)"):
+        run(x.t()[..., None])
+
+
 def test_load_of_a_folder(tmp_path: Path) -> None:
     (tmp_path / "m.vmfb").write_bytes(b"")
     with pytest.raises(ModuleFileError) as info:
