@@ -34,7 +34,10 @@ not compile is a record saying so), torch_sdpa_cudnn (SDPA under cuDNN with the 
 mask as SDPA takes it: is_causal where it is causal from the first key, else a boolean
 attn_mask) and torch_sdpa (the same, torch's choice of backend); for the windows also
 torch_flex (torch.compile'd FlexAttention with the window as mask_mod and BlockMask); with
---baseline FOLDER, ours_sm90_baseline: the modules of another build, in the same run.
+--baseline FOLDER, ours_sm90_baseline: the modules of another build, in the same run; with
+--vulkan (prepare and run), ours_vulkan: the spelling compiled for target="vulkan" on the
+GPU's Vulkan driver, called on CUDA tensors (so its times include their copies), at the
+base shape.
 Every output is checked against float32 SDPA with the case's mask; TFLOP/s counts the
 query-key pairs the mask keeps. Padding cases also record whether NaN keys at the masked
 positions leave our output finite, and PyTorch eager's of the same spelling (masked_fill
@@ -438,18 +441,39 @@ def _selected(args: argparse.Namespace) -> dict[str, Spelling]:
     return {name: s for name, s in SPELLINGS.items() if args.only in name}
 
 
+# our systems: the module's suffix, fc.compile's options, the device it runs on
+OURS = {
+    "ours_sm90": (dict(target="cuda", cuda_arch="sm_90"), "cuda"),
+    "ours_vulkan": (dict(target="vulkan"), "vulkan"),
+}
+
+
+def _ours(args: argparse.Namespace, name: str) -> list[str]:
+    """Our systems for spelling ``name``: with --vulkan, the Vulkan module too, at the base
+    shape alone (the grid's shapes are there for the sm_90 kernel's speed)."""
+    return ["ours_sm90", "ours_vulkan"] if args.vulkan and "@" not in name else ["ours_sm90"]
+
+
 def prepare(folder: Path, args: argparse.Namespace) -> None:
     for name, spelling in _selected(args).items():
-        harness.save_module(
-            folder,
-            f"{name}.ours_sm90",
-            lambda spelling=spelling: fc.compile(
-                Model(spelling).eval(),
-                _inputs(spelling, "cpu"),
-                target="cuda",
-                cuda_arch="sm_90",
-            ),
-        )
+        for system in _ours(args, name):
+            harness.save_module(
+                folder,
+                f"{name}.{system}",
+                lambda spelling=spelling, options=OURS[system][0]: fc.compile(
+                    Model(spelling).eval(), _inputs(spelling, "cpu"), **options
+                ),
+            )
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--vulkan",
+        action="store_true",
+        help="also each spelling compiled for target='vulkan' (ours_vulkan, run on the "
+        "GPU's Vulkan driver: loop and call times with the inputs' copies to the host and "
+        "back, no device time)",
+    )
 
 
 def _nan_keys_finite(call: Callable, inputs: tuple) -> bool:
@@ -479,7 +503,10 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
         fields = dict(case=name, mask=spelling.mask, B=b, H=h, Nq=spelling.nq, Nk=n, D=d)
         fields["dtype"] = str(spelling.dtype).removeprefix("torch.")
         systems = {
-            "ours_sm90": harness.module(folder, f"{name}.ours_sm90", "cuda"),
+            system: harness.module(folder, f"{name}.{system}", OURS[system][1])
+            for system in _ours(args, name)
+        }
+        systems |= {
             "torch_sdpa_cudnn": _peer(spelling, SDPBackend.CUDNN_ATTENTION),
             "torch_sdpa": _peer(spelling),
         }
@@ -503,7 +530,7 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
         for system, call in systems.items():
             known = {**fields, "dispatches": dispatches} if system == "ours_sm90" else fields
             record = harness.measure(known, system, call, inputs, reference, flops, True)
-            if system == "ours_sm90" and spelling.mask == "padding" and "error" not in record:
+            if system in OURS and spelling.mask == "padding" and "error" not in record:
                 # what PyTorch gives for the same spelling, next to ours
                 record["nan_keys_finite"] = _nan_keys_finite(call, first)
                 record["nan_keys_finite_eager"] = _nan_keys_finite(eager, first)
@@ -595,4 +622,4 @@ def _grid(by_case: dict[str, dict[str, dict]]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(harness.main(__doc__.splitlines()[0], prepare, run))
+    sys.exit(harness.main(__doc__.splitlines()[0], prepare, run, options=_options))
