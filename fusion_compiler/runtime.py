@@ -230,6 +230,7 @@ class Function:
         function,
         device: rt.HalDevice,
         zero_copy: bool = False,
+        staged: bool = False,  # results read back through a staging buffer (Vulkan)
         asynchronous: tuple | None = None,  # (vm context, the $async function, timeline)
         transient_size: int = 0,  # bytes of transient memory a call with storage takes
     ):
@@ -238,6 +239,12 @@ class Function:
         self._device = device
         # CUDA tensors go in and come out through DLPack when the module runs on "cuda".
         self._zero_copy = zero_copy
+        self._staged = staged
+        # on Vulkan, the device memory of finished blocking calls' inputs, by size, for
+        # the next call's: IREE 3.13 never frees a buffer a Vulkan dispatch read (H100,
+        # driver 580: every call on fresh inputs kept their 64 MiB), so a call writes its
+        # inputs into the memory an earlier one used
+        self._spare_inputs: dict[int, list[rt.HalBuffer]] = {}
         self._asynchronous = asynchronous
         reflection = function.vm_function.reflection
         self.inputs: list[TensorSpec | None] | None = None
@@ -274,7 +281,7 @@ class Function:
     def __call__(self, *args: torch.Tensor | np.ndarray):
         tensors, on_gpu = self._arguments(args)
         storage, kept = self._result_storage(tensors, on_gpu, reuse=True)
-        device_values = [self._to_device(t) for t in tensors]
+        device_values = [self._to_device(t, reuse=True) for t in tensors]
         results = self._invoke([*map(_buffer_view, device_values), *storage])
         if kept:  # the call is done: its transient memory is free for the next
             self._spare_transients.append((kept[-1].device, kept[-1], storage[-1]))
@@ -282,7 +289,12 @@ class Function:
         if kept:  # written where torch allocated them (the last is transient memory)
             return self._model_results(kept[:-1])
         convert = self._to_cuda if on_gpu else self._host_result
-        return self._model_results([convert(r) for r in results])
+        values = self._model_results([convert(r) for r in results])
+        if self._staged:  # the call is done: its inputs' device memory is free for the next
+            for view in device_values:
+                buffer = view.get_buffer()
+                self._spare_inputs.setdefault(buffer.byte_length(), []).append(buffer)
+        return values
 
     def _invoke(self, views: list[rt.HalBufferView]) -> list:
         """The entry point called on ``views``: its results' buffer views."""
@@ -472,12 +484,22 @@ class Function:
                 rule = ast.unparse(_Renamed(names).visit(copy.deepcopy(dim.expression)))
                 raise DimensionMismatchError(self.name, dim.index, dim.dim, got, expected, rule)
 
-    def _to_device(self, tensor: torch.Tensor) -> rt.DeviceArray | rt.HalBufferView:
+    def _to_device(
+        self, tensor: torch.Tensor, reuse: bool = False
+    ) -> rt.DeviceArray | rt.HalBufferView:
+        """``tensor`` where the module reads it: shared with torch on CUDA, else copied to
+        the device (on Vulkan, with ``reuse``, into a finished call's input memory)."""
         if tensor.requires_grad:  # (detaching costs 1 us a call where there is nothing to drop)
             tensor = tensor.detach()
         if self._zero_copy and tensor.is_cuda:
             return self._device.from_dlpack_capsule(to_dlpack(tensor.contiguous()))
         host = tensor.cpu().contiguous()
+        if self._staged:
+            target = None
+            if reuse:
+                spare = self._spare_inputs.get(max(host.numel() * host.element_size(), 1))
+                target = spare.pop() if spare else None  # (pop: one caller each)
+            return _staged_to_device(self._device, host, target)
         if host.dtype in _BITS_AS:
             bits, element_type = _BITS_AS[host.dtype]
             return self._device.allocator.allocate_buffer_copy(
@@ -501,16 +523,46 @@ class Function:
             return self._host_result(view).cuda()
 
     def _to_torch(self, result) -> torch.Tensor:
-        try:
-            array = result.to_host()
-        except ValueError as error:  # a driver that imports only page-aligned host memory
-            if "minImportedHostPointerAlignment" not in str(error):
-                raise
+        if self._staged:
             array = _staged_to_host(self._device, result)
+        else:
+            array = result.to_host()
         if array.dtype.name == "bfloat16":  # ml_dtypes' bfloat16, which torch cannot take
             return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
         # np.ascontiguousarray would make a 0-d result 1-d
         return torch.from_numpy(np.require(array, requirements="C"))
+
+
+def _staged_to_device(
+    device: rt.HalDevice, host: torch.Tensor, target: rt.HalBuffer | None = None
+) -> rt.HalBufferView:
+    """A contiguous host tensor copied into device memory (``target``, of its size, or
+    fresh) through a staging buffer of the device's allocator (no host memory imported:
+    see ``_staged_to_host``)."""
+    size = max(host.numel() * host.element_size(), 1)
+    staging = device.allocator.allocate_buffer(
+        memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
+        allowed_usage=int(rt.BufferUsage.TRANSFER_SOURCE | rt.BufferUsage.MAPPING_SCOPED),
+        allocation_size=size,
+    )
+    if host.numel():
+        bits = host.view(torch.uint8).reshape(-1).numpy()
+        staging.map().asarray(list(bits.shape), np.dtype(np.uint8))[...] = bits
+    if target is None:
+        target = device.allocator.allocate_buffer(
+            memory_type=rt.MemoryType.DEVICE_LOCAL,
+            allowed_usage=rt.BufferUsage.DEFAULT,
+            allocation_size=size,
+        )
+    semaphore = device.create_semaphore(0)
+    device.queue_copy(
+        staging,
+        target,
+        wait_semaphores=rt.HalFence.create_at(semaphore, 0),
+        signal_semaphores=rt.HalFence.create_at(semaphore, 1),
+    )
+    rt.HalFence.create_at(semaphore, 1).wait()
+    return rt.HalBufferView(target, list(host.shape), _ELEMENT_TYPES[host.dtype])
 
 
 def _staged_to_host(device: rt.HalDevice, result: rt.DeviceArray) -> np.ndarray:
@@ -518,7 +570,8 @@ def _staged_to_host(device: rt.HalDevice, result: rt.DeviceArray) -> np.ndarray:
 
     The runtime's own copy imports a fresh NumPy array into the device (Vulkan's
     external host memory), which drivers requiring page-aligned pointers refuse
-    (llvmpipe: 4096 bytes); this is the runtime's other path, taken explicitly.
+    (llvmpipe: 4096 bytes), and which on NVIDIA's driver ended a long run of calls in
+    vkAllocateMemory failures; this is the runtime's other path, taken explicitly.
     """
     view = result._buffer_view
     source = view.get_buffer()
@@ -646,12 +699,17 @@ class LoadedModule:
             ) from None
         if device.startswith("vulkan"):
             _check_vulkan_device(self._vm_module, device)
-        self._context = rt.SystemContext(config=self.config)
+        # a VM context of our own: IREE's SystemContext and its bound modules refer to
+        # each other, so a module dropped by its caller kept its device memory until
+        # Python's cycle collector ran (Vulkan on an H100: out of device memory after
+        # ten modules loaded one after another)
+        self._vm_context = rt.VmContext(self.config.vm_instance)
+        self._vm_context.register_modules(self.config.default_vm_modules)
         self._weights: list[np.ndarray] = []  # the memory the parameters are read from
         if weights is not None:
-            self._context.add_vm_module(self._parameters(weights))
+            self._vm_context.register_modules([self._parameters(weights)])
         try:  # the device builds the module's executables here (and reads its parameters)
-            self._context.add_vm_module(self._vm_module)
+            self._vm_context.register_modules([self._vm_module])
         except (RuntimeError, ValueError) as exc:
             first = str(exc).splitlines()[0].removeprefix("Error registering modules: ")
             hint = ""
@@ -766,18 +824,23 @@ class LoadedModule:
         return self._functions[name]
 
     def _function(self, name: str) -> Function:
-        module = self._context.modules[self._vm_module.name]
         queued = None
         asynchronous = self._vm_module.lookup_function(f"{name}$async")
         if asynchronous is not None:
             if self._timeline is None:
                 self._timeline = _Timeline(self.config.device)
-            queued = (self._context.vm_context, asynchronous, self._timeline)
+            queued = (self._vm_context, asynchronous, self._timeline)
+        function = self._vm_module.lookup_function(name)
         return Function(
             name,
-            module[name],
+            rt.FunctionInvoker(self._vm_context, self.config.device, function),
             self.config.device,
             zero_copy=self.device == "cuda",
+            # IREE's own read-back imports a fresh host array into Vulkan for every
+            # result (external host memory): drivers that need page-aligned pointers refuse
+            # it (llvmpipe), and on NVIDIA's a long run of calls ended in vkAllocateMemory
+            # failing (H100, driver 580: after about 500 calls of 16 MB results)
+            staged=self.device.startswith("vulkan"),
             asynchronous=queued,
             transient_size=_transient_size(asynchronous),
         )
