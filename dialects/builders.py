@@ -61,6 +61,24 @@ def generic(
     return op.results[0]
 
 
+def inline_body(op: ir.Operation, argument: ir.Value) -> ir.Value:
+    """Clones the ops of ``op``'s region here with its first argument bound to
+    ``argument`` (a score region, an elementwise generic's payload of its one input);
+    returns what it yields."""
+    block = op.regions[0].blocks[0]
+    bound: dict[ir.Value, ir.Value] = {block.arguments[0]: argument}
+    *body, terminator = block.operations
+    for body_op in body:
+        clone = body_op.operation.clone()
+        for i, operand in enumerate(clone.operands):
+            if operand in bound:
+                clone.operands[i] = bound[operand]
+        for old, new in zip(body_op.results, clone.results, strict=True):
+            bound[old] = new
+    yielded = terminator.operands[0]
+    return bound.get(yielded, yielded)
+
+
 def to_f32(value: ir.Value) -> ir.Value:
     if value.type == ir.F32Type.get():
         return value

@@ -15,6 +15,7 @@ from fusion_compiler.dialects.builders import (
     erase_dead,
     filled,
     generic,
+    inline_body,
     times,
     to_f32,
 )
@@ -96,22 +97,6 @@ def softcap_region(block: ir.Block, cap: float) -> None:
     ir.Operation.create(
         "iree_linalg_ext.yield", operands=[dialects.arith.MulFOp(capped, outer).result]
     )
-
-
-def inline_region(op: ir.Operation, argument: ir.Value) -> ir.Value:
-    """Clones the score region's ops here with its argument bound; returns what it yields."""
-    block = op.regions[0].blocks[0]
-    bound: dict[ir.Value, ir.Value] = {block.arguments[0]: argument}
-    *body, terminator = block.operations
-    for body_op in body:
-        clone = body_op.operation.clone()
-        for i, operand in enumerate(clone.operands):
-            if operand in bound:
-                clone.operands[i] = bound[operand]
-        for old, new in zip(body_op.results, clone.results, strict=True):
-            bound[old] = new
-    yielded = terminator.operands[0]
-    return bound.get(yielded, yielded)
 
 
 def has_plain_region(op: ir.Operation) -> bool:
@@ -262,7 +247,7 @@ def decompose(op: ir.Operation) -> ir.Value:
         def scaled(s, *rest):
             out = dialects.arith.MulFOp(s, to_f32(scale)).result
             if not has_plain_region(op):  # the region works in IREE's base-2 domain
-                out = inline_region(op, times(out, LOG2E))
+                out = inline_body(op, times(out, LOG2E))
                 out = times(out, 1 / LOG2E)
             if mask is not None:
                 out = _add_mask(out, rest[0], replaces)

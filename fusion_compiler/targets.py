@@ -148,8 +148,11 @@ _GUARD = "fusion-guard-masked-rows"
 _CLEANUP = ("resolve-ranked-shaped-type-result-dims", "canonicalize", "cse")
 # An attention with an extent of 0 is zeros (IREE 3.13's compiler stops on it with SIGFPE).
 _EMPTY = "fusion-fold-empty"
+# A concatenation of slices of one tensor (RoPE's rotate_half) read in place, so that
+# IREE fuses it with its consumers.
+_SLICES = "fusion-gather-slices"
 # Attention found, every mask of it (SDPA's boolean ones too) additive, empty ones folded.
-_DETECT = ("fusion-detect-attention", *_CLEANUP, "fusion-additive-mask", _EMPTY)
+_DETECT = ("fusion-detect-attention", *_CLEANUP, "fusion-additive-mask", _EMPTY, _SLICES)
 # llvm-cpu cannot link a conversion of an integer to bf16: made through f32 (as PyTorch
 # rounds it), on the CPU only (the GPU targets convert directly), and last: the integer
 # ops it writes would hide a bf16 scale constant from detection.
@@ -185,6 +188,7 @@ DEFAULT_PIPELINES: dict[str, tuple[str, ...]] = {
     "vulkan": (
         "fusion-additive-mask",
         _EMPTY,
+        _SLICES,
         "fusion-decompose-attention",
         "fusion-find-softmax",
     ),

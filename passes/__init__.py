@@ -19,6 +19,7 @@ _MODULES: dict[str, str] = {
     "fusion-detect-attention": "fusion_compiler.passes.detect_attention",
     "fusion-find-softmax": "fusion_compiler.passes.find_softmax",
     "fusion-fold-empty": "fusion_compiler.passes.fold_empty",
+    "fusion-gather-slices": "fusion_compiler.passes.gather_slices",
     "fusion-guard-masked-rows": "fusion_compiler.passes.guard_masked_rows",
     "fusion-kernel-attention": "fusion_compiler.passes.kernel_attention",
     "fusion-kernel-matvec": "fusion_compiler.passes.kernel_matvec",

@@ -36,6 +36,7 @@ from fusion_compiler.dialects.builders import (
     full,
     generic,
     index,
+    inline_body,
     insert_slice,
     own_buffer,
     size_of,
@@ -49,7 +50,6 @@ from fusion_compiler.dialects.linalg_ext import (
     LOWEST_F32,
     Layout,
     has_plain_region,
-    inline_region,
 )
 
 from fusion_compiler import remarks
@@ -519,7 +519,7 @@ def _block_step(
     def logits(score, *rest):
         x = _mul(score, log2_scale)
         if not has_plain_region(op):
-            x = inline_region(op, x)  # IREE's region semantics: base 2 in, base 2 out
+            x = inline_body(op, x)  # IREE's region semantics: base 2 in, base 2 out
         if rest[:-1]:
             x = _masked(x, rest[0], linalg_ext.mask_replaces(op))
         return x
