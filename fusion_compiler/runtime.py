@@ -68,6 +68,9 @@ _ELEMENT_TYPES = {
     torch.int16: rt.HalElementType.INT_16,
     torch.int8: rt.HalElementType.INT_8,
     torch.uint8: rt.HalElementType.UINT_8,
+    torch.uint16: rt.HalElementType.UINT_16,
+    torch.uint32: rt.HalElementType.UINT_32,
+    torch.uint64: rt.HalElementType.UINT_64,
     torch.bool: rt.HalElementType.BOOL_8,
 }
 # How many result storage arguments follow an entry point's inputs (signature.STORAGE_KEY)
@@ -291,9 +294,10 @@ class Function:
         convert = self._to_cuda if on_gpu else self._host_result
         values = self._model_results([convert(r) for r in results])
         if self._staged:  # the call is done: its inputs' device memory is free for the next
-            for view in device_values:
-                buffer = view.get_buffer()
-                self._spare_inputs.setdefault(buffer.byte_length(), []).append(buffer)
+            for tensor, view in zip(tensors, device_values, strict=True):
+                spare = self._spare_inputs.setdefault(_byte_size(tensor), [])
+                if len(spare) < _SPARE_INPUTS:
+                    spare.append(view.get_buffer())
         return values
 
     def _invoke(self, views: list[rt.HalBufferView]) -> list:
@@ -497,8 +501,10 @@ class Function:
         if self._staged:
             target = None
             if reuse:
-                spare = self._spare_inputs.get(max(host.numel() * host.element_size(), 1))
-                target = spare.pop() if spare else None  # (pop: one caller each)
+                try:  # (pop: one caller each)
+                    target = self._spare_inputs.get(_byte_size(host), []).pop()
+                except IndexError:
+                    pass
             return _staged_to_device(self._device, host, target)
         if host.dtype in _BITS_AS:
             bits, element_type = _BITS_AS[host.dtype]
@@ -533,20 +539,30 @@ class Function:
         return torch.from_numpy(np.require(array, requirements="C"))
 
 
+# buffers of one size kept for later calls' inputs (Function._spare_inputs): enough for
+# the inputs of that size of a call or two at once
+_SPARE_INPUTS = 8
+
+
+def _byte_size(tensor: torch.Tensor) -> int:
+    """The bytes of a tensor's device copy (at least 1: IREE allocates no empty buffer)."""
+    return max(tensor.numel() * tensor.element_size(), 1)
+
+
 def _staged_to_device(
     device: rt.HalDevice, host: torch.Tensor, target: rt.HalBuffer | None = None
 ) -> rt.HalBufferView:
     """A contiguous host tensor copied into device memory (``target``, of its size, or
     fresh) through a staging buffer of the device's allocator (no host memory imported:
     see ``_staged_to_host``)."""
-    size = max(host.numel() * host.element_size(), 1)
+    size = _byte_size(host)
     staging = device.allocator.allocate_buffer(
         memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
         allowed_usage=int(rt.BufferUsage.TRANSFER_SOURCE | rt.BufferUsage.MAPPING_SCOPED),
         allocation_size=size,
     )
     if host.numel():
-        bits = host.view(torch.uint8).reshape(-1).numpy()
+        bits = host.reshape(-1).view(torch.uint8).numpy()  # (a 0-d tensor has no byte view)
         staging.map().asarray(list(bits.shape), np.dtype(np.uint8))[...] = bits
     if target is None:
         target = device.allocator.allocate_buffer(

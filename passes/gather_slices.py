@@ -56,15 +56,24 @@ def _slice(value: ir.Value, dim: int) -> tuple[ir.Value, int] | None:
     strides = _static(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
     source = op.operands[0]
     shape = list(ir.RankedTensorType(source.type).shape)
-    if None in (offsets, sizes, strides) or len(sizes) != len(shape) or set(strides) != {1}:
+    if ir.RankedTensorType(value.type).rank != len(shape):
+        return None  # a rank-reducing slice
+    if None in (offsets, sizes, strides) or set(strides) != {1}:
         return None
     whole = all(offsets[i] == 0 and sizes[i] == shape[i] for i in range(len(shape)) if i != dim)
     return (source, offsets[dim]) if whole else None
 
 
+# payload ops that may run on every element, the other pieces' too (their result is then
+# not selected): no integer division (by 0 it is undefined), nothing that reads memory
+_SPECULATABLE = ("arith.", "math.")
+_NOT_SPECULATABLE = ("divsi", "divui", "remsi", "remui", "ceildivsi", "ceildivui", "floordivsi")
+
+
 def _elementwise_of_one(op: ir.Operation | None) -> bool:
     """A generic of one input and one result, identity maps, all parallel, whose payload
-    reads neither its output nor ``linalg.index``."""
+    reads neither its output nor ``linalg.index`` and is made of arith and math ops
+    without regions that may run on any element."""
     if not linalg.is_generic(op) or linalg.num_inputs(op) != 1 or len(op.results) != 1:
         return False
     maps = linalg.indexing_maps(op)
@@ -75,7 +84,13 @@ def _elementwise_of_one(op: ir.Operation | None) -> bool:
     block = op.regions[0].blocks[0]
     if list(block.arguments[-1].uses):
         return False
-    return not any(o.operation.name == "linalg.index" for o in block.operations)
+    for body_op in linalg.payload(op):
+        name = body_op.name
+        if not name.startswith(_SPECULATABLE) or name.endswith(_NOT_SPECULATABLE):
+            return False
+        if len(body_op.regions):
+            return False
+    return True
 
 
 def _piece(value: ir.Value, dim: int) -> _Piece | None:
@@ -167,15 +182,17 @@ def gather_slices(op: ir.Operation, pieces: list[_Piece]) -> None:
 
 def run(module: ir.Operation, options: Options) -> None:
     with module.context, module.location:
-        found: list[tuple[ir.Operation, list[_Piece]]] = []
+        found: list[ir.Operation] = []
 
         def visit(op: ir.Operation) -> ir.WalkResult:
-            if op.name == "tensor.concat":
-                pieces = _pieces(op)
-                if pieces is not None:
-                    found.append((op, pieces))
+            if op.name == "tensor.concat" and _pieces(op) is not None:
+                found.append(op)
             return ir.WalkResult.ADVANCE
 
         module.walk(visit)
-        for op, pieces in found:
-            gather_slices(op, pieces)
+        for op in found:
+            # read again: an earlier rewrite may have replaced this one's source (a
+            # concatenation of slices of a concatenation of slices)
+            pieces = _pieces(op)
+            if pieces is not None:
+                gather_slices(op, pieces)

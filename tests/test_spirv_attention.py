@@ -258,6 +258,21 @@ def test_calls_on_fresh_inputs_reuse_their_device_memory() -> None:
     assert sum(map(len, run._spare_inputs.values())) == 8
 
 
+class _Scaled(torch.nn.Module):
+    def forward(self, x, scale, shift):
+        return x * scale + shift.float()
+
+
+@needs_vulkan
+def test_scalar_and_unsigned_inputs_reach_the_device() -> None:
+    """0-d and unsigned inputs go through the staging copy as they are."""
+    args = (torch.randn(4, 8), torch.tensor(0.5), torch.arange(8, dtype=torch.uint8))
+    module = fc.compile(_Scaled(), example_args=args, target="vulkan", vulkan_target=ANY_VULKAN)
+    run = fc.load(module, device="vulkan")
+    fresh = (torch.randn(4, 8), torch.tensor(-2.0), torch.arange(8, 16, dtype=torch.uint8))
+    torch.testing.assert_close(run(*fresh), _Scaled()(*fresh))
+
+
 def test_kernel_compiler_missing_says_what_to_install(monkeypatch, tmp_path) -> None:
     """Called directly (the pass checks first and leaves the op with a remark)."""
     monkeypatch.setattr(spirv, "compiler", lambda: None)

@@ -55,3 +55,48 @@ func.func @not_one_source(%x: tensor<4x64xf32>, %y: tensor<4x64xf32>) -> (tensor
   %i = tensor.concat dim(0) %h, %h : (tensor<2x64xf32>, tensor<2x64xf32>) -> tensor<4x64xf32>
   return %c, %i : tensor<4x64xf32>, tensor<4x64xf32>
 }
+
+// -----
+
+// rotate_half twice: the second concatenation's slices read the first's result, which
+// the first rewrite replaced; a rank-reducing slice and an integer division are left.
+// CHECK-LABEL: func.func @twice
+// CHECK-NOT: tensor.concat
+// CHECK: %[[FIRST:.*]] = linalg.generic
+// CHECK: linalg.generic
+// CHECK: tensor.extract %[[FIRST]]
+func.func @twice(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {
+  %a = tensor.extract_slice %x[0, 32] [4, 32] [1, 1] : tensor<4x64xf32> to tensor<4x32xf32>
+  %b = tensor.extract_slice %x[0, 0] [4, 32] [1, 1] : tensor<4x64xf32> to tensor<4x32xf32>
+  // expected-remark @below {{concatenation of 2 slices of one tensor along dim 1 read in place}}
+  %c = tensor.concat dim(1) %a, %b : (tensor<4x32xf32>, tensor<4x32xf32>) -> tensor<4x64xf32>
+  %d = tensor.extract_slice %c[0, 32] [4, 32] [1, 1] : tensor<4x64xf32> to tensor<4x32xf32>
+  %e = tensor.extract_slice %c[0, 0] [4, 32] [1, 1] : tensor<4x64xf32> to tensor<4x32xf32>
+  // expected-remark @below {{concatenation of 2 slices of one tensor along dim 1 read in place}}
+  %f = tensor.concat dim(1) %d, %e : (tensor<4x32xf32>, tensor<4x32xf32>) -> tensor<4x64xf32>
+  return %f : tensor<4x64xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @left
+func.func @left(%x: tensor<8x64x1xf32>, %y: tensor<4x8xi32>) -> (tensor<8x64xf32>, tensor<4x8xi32>) {
+  %a = tensor.extract_slice %x[4, 0, 0] [4, 64, 1] [1, 1, 1] : tensor<8x64x1xf32> to tensor<4x64xf32>
+  %b = tensor.extract_slice %x[0, 0, 0] [4, 64, 1] [1, 1, 1] : tensor<8x64x1xf32> to tensor<4x64xf32>
+  // CHECK: tensor.concat dim(0)
+  %c = tensor.concat dim(0) %a, %b : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<8x64xf32>
+  %lo = tensor.extract_slice %y[0, 0] [4, 4] [1, 1] : tensor<4x8xi32> to tensor<4x4xi32>
+  %hi = tensor.extract_slice %y[0, 4] [4, 4] [1, 1] : tensor<4x8xi32> to tensor<4x4xi32>
+  %e = tensor.empty() : tensor<4x4xi32>
+  %q = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%hi : tensor<4x4xi32>) outs(%e : tensor<4x4xi32>) {
+  ^bb0(%in: i32, %out: i32):
+    %h = arith.constant 100 : i32
+    %r = arith.divsi %h, %in : i32
+    linalg.yield %r : i32
+  } -> tensor<4x4xi32>
+  // CHECK: tensor.concat dim(1)
+  %d = tensor.concat dim(1) %q, %lo : (tensor<4x4xi32>, tensor<4x4xi32>) -> tensor<4x8xi32>
+  return %c, %d : tensor<8x64xf32>, tensor<4x8xi32>
+}
