@@ -570,15 +570,20 @@ def _staged_to_device(
             allowed_usage=rt.BufferUsage.DEFAULT,
             allocation_size=size,
         )
+    _copy_and_wait(device, staging, target)
+    return rt.HalBufferView(target, list(host.shape), _ELEMENT_TYPES[host.dtype])
+
+
+def _copy_and_wait(device: rt.HalDevice, source: rt.HalBuffer, target: rt.HalBuffer) -> None:
+    """``source`` copied into ``target`` on the device's queue, waited for."""
     semaphore = device.create_semaphore(0)
     device.queue_copy(
-        staging,
+        source,
         target,
         wait_semaphores=rt.HalFence.create_at(semaphore, 0),
         signal_semaphores=rt.HalFence.create_at(semaphore, 1),
     )
     rt.HalFence.create_at(semaphore, 1).wait()
-    return rt.HalBufferView(target, list(host.shape), _ELEMENT_TYPES[host.dtype])
 
 
 def _staged_to_host(device: rt.HalDevice, result: rt.DeviceArray) -> np.ndarray:
@@ -596,14 +601,7 @@ def _staged_to_host(device: rt.HalDevice, result: rt.DeviceArray) -> np.ndarray:
         allowed_usage=int(rt.BufferUsage.TRANSFER_TARGET | rt.BufferUsage.MAPPING_SCOPED),
         allocation_size=source.byte_length(),
     )
-    semaphore = device.create_semaphore(0)
-    device.queue_copy(
-        source,
-        staging,
-        wait_semaphores=rt.HalFence.create_at(semaphore, 0),
-        signal_semaphores=rt.HalFence.create_at(semaphore, 1),
-    )
-    rt.HalFence.create_at(semaphore, 1).wait()
+    _copy_and_wait(device, source, staging)
     dtype = rt.HalElementType.map_to_dtype(view.element_type)
     return np.array(staging.map().asarray(view.shape, dtype))
 
