@@ -214,7 +214,7 @@ def tile_of(value: ir.Value, offsets: list[Size], sizes: list[Size], depth: int 
         op = source
     if op.name == "linalg.fill":
         return dialects.linalg.fill(op.operands[0], outs=[empty_of(sizes, element)])
-    if op.name == "linalg.generic" and len(op.results) == 1 and _is_elementwise(op):
+    if op.name == "linalg.generic" and len(op.results) == 1 and is_elementwise(op):
         maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
         n_inputs = len(maps) - 1
         tiled = []
@@ -262,7 +262,7 @@ def tile_of(value: ir.Value, offsets: list[Size], sizes: list[Size], depth: int 
     return extract_slice(value, offsets, sizes)
 
 
-def _is_elementwise(op: ir.Operation) -> bool:
+def is_elementwise(op: ir.Operation) -> bool:
     """All parallel, an identity output map, and a payload that never reads the output."""
     kinds = [str(a) for a in op.attributes["iterator_types"]]
     out = ir.AffineMapAttr(op.attributes["indexing_maps"][len(op.operands) - 1]).value

@@ -233,7 +233,7 @@ class Function:
         function,
         device: rt.HalDevice,
         zero_copy: bool = False,
-        staged: bool = False,  # results read back through a staging buffer (Vulkan)
+        staged: bool = False,  # inputs and results copied through staging buffers (Vulkan)
         asynchronous: tuple | None = None,  # (vm context, the $async function, timeline)
         transient_size: int = 0,  # bytes of transient memory a call with storage takes
     ):

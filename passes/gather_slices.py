@@ -18,9 +18,18 @@ identity maps, a payload that reads neither the output nor the index).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 
 from fusion_compiler.dialects import linalg
-from fusion_compiler.dialects.builders import affine_map, erase_dead, generic, inline_body
+from fusion_compiler.dialects.builders import (
+    affine_map,
+    empty_of,
+    erase_dead,
+    generic,
+    index,
+    inline_body,
+    is_elementwise,
+)
 
 from fusion_compiler import remarks
 from fusion_compiler.ir import dialects, ir
@@ -71,18 +80,15 @@ _NOT_SPECULATABLE = ("divsi", "divui", "remsi", "remui", "ceildivsi", "ceildivui
 
 
 def _elementwise_of_one(op: ir.Operation | None) -> bool:
-    """A generic of one input and one result, identity maps, all parallel, whose payload
-    reads neither its output nor ``linalg.index`` and is made of arith and math ops
-    without regions that may run on any element."""
+    """An elementwise generic (``builders.is_elementwise``) of one input read through the
+    identity map, whose payload is made of arith and math ops without regions that may
+    run on any element (so reads no ``linalg.index``)."""
     if not linalg.is_generic(op) or linalg.num_inputs(op) != 1 or len(op.results) != 1:
         return False
-    maps = linalg.indexing_maps(op)
-    if any(m != ir.AffineMap.get_identity(m.n_dims) for m in maps):
+    if not is_elementwise(op):
         return False
-    if any(kind != "parallel" for kind in linalg.iterator_types(op)):
-        return False
-    block = op.regions[0].blocks[0]
-    if list(block.arguments[-1].uses):
+    read = linalg.indexing_maps(op)[0]
+    if read != ir.AffineMap.get_identity(read.n_dims):
         return False
     for body_op in linalg.payload(op):
         name = body_op.name
@@ -130,25 +136,15 @@ def gather_slices(op: ir.Operation, pieces: list[_Piece]) -> None:
     result = ir.RankedTensorType(op.results[0].type)
     dim = ir.IntegerAttr(op.attributes["dim"]).value
     source = pieces[0].source
-    index = ir.IndexType.get()
-    ends, end = [], 0
-    for piece in pieces:
-        end += piece.length
-        ends.append(end)
+    ends = list(accumulate(p.length for p in pieces))  # where each piece ends, in the result
     with ir.InsertionPoint(op), op.location:
-        init = dialects.tensor.EmptyOp(list(result.shape), result.element_type).result
+        init = empty_of(list(result.shape), result.element_type)
 
         def body(_: ir.Value) -> ir.Value:
             at = [dialects.linalg.IndexOp(i).result for i in range(result.rank)]
             # which piece the index falls in: each piece but the last ends at ends[k]
-            inside = [
-                dialects.arith.CmpIOp(
-                    dialects.arith.CmpIPredicate.ult,
-                    at[dim],
-                    dialects.arith.ConstantOp(index, ends[k]).result,
-                ).result
-                for k in range(len(pieces) - 1)
-            ]
+            below = dialects.arith.CmpIPredicate.ult
+            inside = [dialects.arith.CmpIOp(below, at[dim], index(e)).result for e in ends[:-1]]
 
             def chosen(values: list[ir.Value]) -> ir.Value:
                 picked = values[-1]
@@ -160,9 +156,7 @@ def gather_slices(op: ir.Operation, pieces: list[_Piece]) -> None:
             # with a selected shift: MLIR's vectorizer takes index + anything for a
             # contiguous read, and read a wrong half on the CPU)
             shifted = [
-                dialects.arith.AddIOp(
-                    at[dim], dialects.arith.ConstantOp(index, p.start - (e - p.length)).result
-                ).result
+                dialects.arith.AddIOp(at[dim], index(p.start - (e - p.length))).result
                 for p, e in zip(pieces, ends, strict=True)
             ]
             at[dim] = chosen(shifted)
