@@ -95,34 +95,45 @@ def _first_row(tile, N: gl.constexpr, BATCH: gl.constexpr, BLOCK: gl.constexpr,
 
 
 @gluon.jit
-def _listed(Map, tile, BATCH: gl.constexpr, TILES: gl.constexpr, CAUSAL: gl.constexpr,
-            MAP_GROUP: gl.constexpr, MAP_ROWS: gl.constexpr, KEY_BLOCKS: gl.constexpr):  # fmt: skip
-    """A tile's entry of the block map (``block_lists``): the counts of its key blocks
-    with no mask work and with some, then the first from the front, the second from the
-    back of KEY_BLOCKS slots."""
-    entry = _tile_batch(tile, BATCH, TILES, CAUSAL) // MAP_GROUP
-    if MAP_ROWS:
-        entry = entry * (TILES // BATCH) + _row_block(tile, BATCH, TILES, CAUSAL)
-    return Map + entry * (2 + KEY_BLOCKS)
+def _map_entry(Map, tile, BATCH: gl.constexpr, TILES: gl.constexpr, CAUSAL: gl.constexpr,
+               BLOCK_MAP: gl.constexpr, MAP_GROUP: gl.constexpr, MAP_ROWS: gl.constexpr,
+               KEY_BLOCKS: gl.constexpr):  # fmt: skip
+    """A tile's entry of the block map (``block_lists``; past the last tile: the last
+    tile's): its counts of key blocks with no mask work and with some, and the entry's
+    offset in the map, where the first are listed from the front and the second from the
+    back of KEY_BLOCKS slots after the counts. Without a map: zeros, never read."""
+    if BLOCK_MAP:
+        tile = gl.minimum(tile, TILES - 1)
+        entry = _tile_batch(tile, BATCH, TILES, CAUSAL) // MAP_GROUP
+        if MAP_ROWS:
+            entry = entry * (TILES // BATCH) + _row_block(tile, BATCH, TILES, CAUSAL)
+        entry = entry * (2 + KEY_BLOCKS)
+        return gl.load(Map + entry), gl.load(Map + entry + 1), entry
+    else:
+        return gl.to_tensor(0), gl.to_tensor(0), gl.to_tensor(0)
 
 
 @gluon.jit
-def _listed_block(listed, i, plain, KEY_BLOCKS: gl.constexpr):
-    """The key block at position ``i`` of a tile's visits: the map's ``plain`` blocks
-    with no mask work, then those with some."""
-    return gl.load(listed + gl.where(i < plain, 2 + i, 1 + KEY_BLOCKS - (i - plain)))
+def _visits(tile, plain, masked, N: gl.constexpr, BATCH: gl.constexpr, TILES: gl.constexpr,
+            BLOCK: gl.constexpr, CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
+            WINDOW_START: gl.constexpr, BLOCK_MAP: gl.constexpr):  # fmt: skip
+    """A tile's visits: the first and the one after the last. With a map, visit i is the
+    map's i-th key block (``_visited_block``) of the ``plain`` and ``masked`` counts of
+    its entry (``_map_entry``); without, key block i of ``_key_blocks``."""
+    if BLOCK_MAP:
+        return gl.to_tensor(0), plain + masked
+    else:
+        return _key_blocks(tile, N, BATCH, TILES, BLOCK, CAUSAL, WINDOW, WINDOW_START)
 
 
 @gluon.jit
-def _mapped_visits(Map, tile, BATCH: gl.constexpr, TILES: gl.constexpr,
-                   CAUSAL: gl.constexpr, MAP_GROUP: gl.constexpr, MAP_ROWS: gl.constexpr,
-                   KEY_BLOCKS: gl.constexpr):  # fmt: skip
-    """A tile's visits with a block map: (the first, the one after the last, the first
-    that needs the mask, its map entry); visit i is the map's i-th key block
-    (``_listed_block``). Without a map, visit i is key block i (``_key_blocks``)."""
-    listed = _listed(Map, tile, BATCH, TILES, CAUSAL, MAP_GROUP, MAP_ROWS, KEY_BLOCKS)
-    plain = gl.load(listed)
-    return gl.to_tensor(0), plain + gl.load(listed + 1), plain, listed
+def _visited_block(Map, entry, i, plain, BLOCK_MAP: gl.constexpr, KEY_BLOCKS: gl.constexpr):
+    """The key block of a tile's visit ``i`` (``_visits``): block i without a map; with
+    one, the entry's ``plain`` blocks with no mask work, then those with some."""
+    if BLOCK_MAP:
+        return gl.load(Map + entry + gl.where(i < plain, 2 + i, 1 + KEY_BLOCKS - (i - plain)))
+    else:
+        return i
 
 
 @gluon.jit
@@ -205,19 +216,15 @@ def _producer(
     for _ in range(0, rounds):
         if tile < TILES:
             base = (_tile_batch(tile, BATCH, TILES, CAUSAL) // KV_GROUP) * N
-            if BLOCK_MAP:
-                first, last, plain, listed = _mapped_visits(
-                    Map, tile, BATCH, TILES, CAUSAL, MAP_GROUP, MAP_ROWS, KEY_BLOCKS
-                )
-            else:
-                first, last = _key_blocks(
-                    tile, N, BATCH, TILES, BLOCK, CAUSAL, WINDOW, WINDOW_START
-                )
+            plain, masked, entry = _map_entry(
+                Map, tile, BATCH, TILES, CAUSAL, BLOCK_MAP, MAP_GROUP, MAP_ROWS, KEY_BLOCKS
+            )
+            first, last = _visits(
+                tile, plain, masked, N, BATCH, TILES, BLOCK, CAUSAL, WINDOW, WINDOW_START,
+                BLOCK_MAP,
+            )  # fmt: skip
             for i in range(first, last):
-                if BLOCK_MAP:
-                    j = _listed_block(listed, i, plain, KEY_BLOCKS)
-                else:
-                    j = i
+                j = _visited_block(Map, entry, i, plain, BLOCK_MAP, KEY_BLOCKS)
                 s = c % STAGES
                 # a slot is free once the warpgroup's PV of its last use is done (the
                 # first use of each slot: the parity before the barrier's first phase)
@@ -299,10 +306,18 @@ def _compute(
     step = _next_step(gl.to_tensor(0), rounds, programs, DESYNC, TILES)
     tile = _tile_at(step, rounds, programs, DESYNC, TILES)
     q = _load_q(Q, tile, N, D, BATCH, BLOCK, TILES, CAUSAL, q_layout)
+    # the map's counts load a tile ahead, as Q does (H100, half of every sequence padded:
+    # the warpgroup waited on them at every tile)
+    plain, masked, entry = _map_entry(
+        Map, tile, BATCH, TILES, CAUSAL, BLOCK_MAP, MAP_GROUP, MAP_ROWS, KEY_BLOCKS
+    )
     for _ in range(0, rounds):
         next_step = _next_step(step + 1, rounds, programs, DESYNC, TILES)
         next_tile = _tile_at(next_step, rounds, programs, DESYNC, TILES)
         next_q = _load_q(Q, next_tile, N, D, BATCH, BLOCK, TILES, CAUSAL, q_layout)
+        next_plain, next_masked, next_entry = _map_entry(
+            Map, next_tile, BATCH, TILES, CAUSAL, BLOCK_MAP, MAP_GROUP, MAP_ROWS, KEY_BLOCKS
+        )
         if tile < TILES:
             # with a window or a mask, a row may see no key of the first block: the lowest
             # finite max keeps its exp2 at 0 there (-inf - -inf would be NaN)
@@ -312,14 +327,10 @@ def _compute(
                 m_i = gl.full([BLOCK], float("-inf"), gl.float32, layout=row_layout)
             l_i = gl.full([BLOCK], 0.0, gl.float32, layout=gl.SliceLayout(1, s_layout))
             acc = warpgroup_mma_init(gl.zeros([BLOCK, D], gl.float32, layout=o_layout))
-            if BLOCK_MAP:
-                first, blocks, plain, listed = _mapped_visits(
-                    Map, tile, BATCH, TILES, CAUSAL, MAP_GROUP, MAP_ROWS, KEY_BLOCKS
-                )
-            else:
-                first, blocks = _key_blocks(
-                    tile, N, BATCH, TILES, BLOCK, CAUSAL, WINDOW, WINDOW_START
-                )
+            first, blocks = _visits(
+                tile, plain, masked, N, BATCH, TILES, BLOCK, CAUSAL, WINDOW, WINDOW_START,
+                BLOCK_MAP,
+            )  # fmt: skip
             row_block = _row_block(tile, BATCH, TILES, CAUSAL)
             for j in range(first, blocks):  # with a map: the j-th listed block
                 s = c % STAGES
@@ -337,7 +348,7 @@ def _compute(
                 mbarrier.arrive(kv_empty.index((c + STAGES - 1) % STAGES), pred=j > first)
                 if BLOCK_MAP:
                     if j >= plain:  # a block that needs the mask: which one, from the map
-                        block = _listed_block(listed, j, plain, KEY_BLOCKS)
+                        block = _visited_block(Map, entry, j, plain, BLOCK_MAP, KEY_BLOCKS)
                         batch = _tile_batch(tile, BATCH, TILES, CAUSAL).to(gl.int64)
                         x = _masked(
                             x, L0, L1, L2, L3, batch, row_block * BLOCK + rows,
@@ -366,11 +377,14 @@ def _compute(
             tma.store_wait(0)  # the previous tile's output has left o_smem
             o_smem.store((acc * inv[:, None]).to(dtype))
             fence_async_shared()
-            first = _first_row(tile, N, BATCH, BLOCK, TILES, CAUSAL)
-            tma.async_copy_shared_to_global(o_desc, [first, 0], o_smem)
+            out_row = _first_row(tile, N, BATCH, BLOCK, TILES, CAUSAL)
+            tma.async_copy_shared_to_global(o_desc, [out_row, 0], o_smem)
         step = next_step
         tile = next_tile
         q = next_q
+        plain = next_plain
+        masked = next_masked
+        entry = next_entry
     tma.store_wait(0)
 
 
