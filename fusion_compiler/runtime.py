@@ -243,10 +243,10 @@ class Function:
         # CUDA tensors go in and come out through DLPack when the module runs on "cuda".
         self._zero_copy = zero_copy
         self._staged = staged
-        # on Vulkan, the device memory of finished blocking calls' inputs, by size, for
-        # the next call's: IREE 3.13 never frees a buffer a Vulkan dispatch read (H100,
-        # driver 580: every call on fresh inputs kept their 64 MiB), so a call writes its
-        # inputs into the memory an earlier one used
+        # on Vulkan, the device memory of finished calls' inputs (blocking, or submitted
+        # and waited for), by size, for the next call's: IREE 3.13 never frees a buffer a
+        # Vulkan dispatch read (H100, driver 580: every call on fresh inputs kept their
+        # 64 MiB), so a call writes its inputs into the memory an earlier one used
         self._spare_inputs: dict[int, list[rt.HalBuffer]] = {}
         self._asynchronous = asynchronous
         reflection = function.vm_function.reflection
@@ -293,12 +293,17 @@ class Function:
             return self._model_results(kept[:-1])
         convert = self._to_cuda if on_gpu else self._host_result
         values = self._model_results([convert(r) for r in results])
-        if self._staged:  # the call is done: its inputs' device memory is free for the next
-            for tensor, view in zip(tensors, device_values, strict=True):
-                spare = self._spare_inputs.setdefault(_byte_size(tensor), [])
-                if len(spare) < _SPARE_INPUTS:
-                    spare.append(view.get_buffer())
+        self._release_inputs(tensors, device_values)
         return values
+
+    def _release_inputs(self, tensors: list[torch.Tensor], device_values: list) -> None:
+        """On Vulkan, a finished call's input memory, kept by size for later calls'."""
+        if not self._staged:
+            return
+        for tensor, view in zip(tensors, device_values, strict=True):
+            spare = self._spare_inputs.setdefault(_byte_size(tensor), [])
+            if len(spare) < _SPARE_INPUTS:
+                spare.append(view.get_buffer())
 
     def _invoke(self, views: list[rt.HalBufferView]) -> list:
         """The entry point called on ``views``: its results' buffer views."""
@@ -380,16 +385,18 @@ class Function:
         context, function, timeline = self._asynchronous
         tensors, on_gpu = self._arguments(args)
         storage, kept = self._result_storage(tensors, on_gpu)
-        device_values = [self._to_device(t) for t in tensors]
+        device_values = [self._to_device(t, reuse=True) for t in tensors]
         wait, done = timeline.next([*tensors, *kept])
         views = [*map(_buffer_view, device_values), *storage]
         results = rt.VmVariantList(1)
         context.invoke(function, _ref_list([*views, wait, done]), results)
         convert = self._to_cuda if on_gpu else self._host_result
-        write_back = None
-        if self.mutated:
-            write_back = lambda: self._write_back(args, tensors, device_values)  # noqa: E731
-        return Pending(done, results, convert, self._model_results, kept, write_back)
+
+        def finish() -> None:  # once the call is done
+            self._write_back(args, tensors, device_values)
+            self._release_inputs(tensors, device_values)
+
+        return Pending(done, results, convert, self._model_results, kept, finish)
 
     def _model_results(self, tensors: list[torch.Tensor]):
         """What the model's forward returned: the module's tensors, with the constants
@@ -616,16 +623,16 @@ class Pending:
         convert,
         structure,
         kept: list[torch.Tensor] | None = None,  # results written into torch's tensors
-        write_back=None,  # copies the inputs updated in place back where they were copied
+        finish=None,  # run once the call is done: inputs updated in place copied back, ...
     ) -> None:
         self._fence, self._results, self._convert = fence, results, convert
-        self._structure, self._kept, self._write_back = structure, kept, write_back
+        self._structure, self._kept, self._finish = structure, kept, finish
 
     def wait(self) -> None:
         self._fence.wait()
-        if self._write_back is not None:
-            self._write_back()
-            self._write_back = None
+        if self._finish is not None:
+            self._finish()
+            self._finish = None
 
     def result(self):
         """Waits for the call, then returns what calling the function would have."""
