@@ -2,8 +2,8 @@
 input pipeline cannot lower, each as ops it can (iree-turbine keeps a table like it), and
 ops it lowers with other numerics than PyTorch's: fp16 and bf16 LayerNorm, sums, means,
 cumulative sums and log_softmax, which PyTorch computes or accumulates in f32 and IREE
-computed in the input's type. Each row was found failing without it
-(``tests/test_frontend.py`` keeps one case each).
+computed in the input's type, and GELU's tanh form, whose constant IREE rounds. Each row
+was found failing without it (``tests/test_frontend.py`` keeps one case each).
 
 ``ExportedProgram.run_decompositions(TABLE)`` also functionalises the graph (in-place
 updates of intermediates, ``lift_fresh_copy`` + ``detach_``), and leaves every op not named
@@ -12,6 +12,7 @@ here as it is, so attention written with ``scaled_dot_product_attention`` stays 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -40,6 +41,9 @@ _TORCH_DECOMPOSED = [
     aten.upsample_bilinear2d,  # F.interpolate(mode="bilinear"): BEiT's position bias table
     aten._unsafe_index,  # what that decomposition indexes with: aten.index
     aten.logsumexp,  # a MoE router's z-loss: max, exp, sum, log
+    # weight_norm (wav2vec2's positional convolution): IREE's lowering of the norm over
+    # every dim but one fails for dims other than 1 ("tensor.cast ... cast incompatible")
+    aten._weight_norm_interface,
 ]
 
 
@@ -92,6 +96,18 @@ def _log_softmax_in_f32(x, dim, dtype=None):
     return aten._log_softmax.default(x.float(), dim, False).to(x.dtype)
 
 
+def _gelu_tanh(x, approximate="none"):
+    """GELU's tanh approximation written out with sqrt(2/pi) itself: IREE 3.13 lowers it
+    with 0.797724 for 0.7978846 (5e-5 off at x = 1.34; 3e-5 rel. on Gemma 2, StarCoder2,
+    GPTBigCode and SigLIP). In f32 for fp16 and bf16, as PyTorch computes it. The exact
+    GELU keeps the op (NotImplemented: no decomposition)."""
+    if approximate != "tanh":
+        return NotImplemented
+    y = x.float() if x.dtype in _HALF else x
+    inner = math.sqrt(2 / math.pi) * (y + 0.044715 * y * y * y)
+    return (0.5 * y * (1 + torch.tanh(inner))).to(x.dtype)
+
+
 # Operators whose torch-dialect lowering in IREE 3.13 is wrong, as PyTorch composes them:
 # meshgrid's lowering builds a list of non-value tensors the input pipeline then refuses
 # ("operand types should have the same type as the list contained type"; BEiT's relative
@@ -113,6 +129,7 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
         )
     },
     aten.log_softmax.int: _log_softmax_in_f32,
+    aten.gelu.default: _gelu_tanh,
     aten.squeeze.dims: _squeeze_dims,
     aten.__and__.Tensor: _bitwise(torch.bitwise_and),
     aten.__and__.Scalar: _bitwise(torch.bitwise_and),

@@ -51,6 +51,18 @@ def _bilinear(x: torch.Tensor) -> torch.Tensor:
     return grown[0, 0, ::2, ::2]
 
 
+class _WeightNormConv(torch.nn.Module):
+    """wav2vec2's positional convolution: a grouped Conv1d, weight_norm over its last dim."""
+
+    def __init__(self):
+        super().__init__()
+        conv = torch.nn.Conv1d(3, 3, 2, padding=1, groups=3)
+        self.conv = torch.nn.utils.parametrizations.weight_norm(conv, dim=2)
+
+    def forward(self, x):
+        return self.conv(x[None])[0]
+
+
 FORMS = {
     "non-persistent-buffer": NonPersistentBuffer,
     "indexed-by-a-buffer": IndexedByABuffer,
@@ -70,6 +82,8 @@ FORMS = {
     "xlogy": lambda: _Fn(lambda x: torch.xlogy(x.abs(), x.abs() + 1)),
     "batch-norm-eval": lambda: _batch_norm(),
     "index-copy": lambda: _Fn(lambda x: x.index_copy(0, torch.tensor([2, 0]), x[:2] * 3)),
+    "gelu-tanh": lambda: _Fn(lambda x: torch.nn.functional.gelu(x * 2, approximate="tanh")),
+    "weight-norm": _WeightNormConv,
 }
 
 
