@@ -35,16 +35,31 @@ class CompileError(FusionCompilerError):
         super().__init__("\n".join(lines))
 
 
+# What to do about an operator a known library emits, by the operator's name.
+_MOE_EXPERTS = (
+    "transformers' grouped_mm experts (its default for mixture-of-experts layers) count "
+    "tokens per expert and multiply groups of data-dependent sizes; export the model "
+    'after model.set_experts_implementation("batched_mm") (or from_pretrained(..., '
+    'experts_implementation="batched_mm")), whose experts are batched matrix products'
+)
+_ADVICE = {
+    "torch.transformers.grouped_mm_fallback": _MOE_EXPERTS,
+    "torch.aten.histc": _MOE_EXPERTS,
+}
+
+
 class UnsupportedOpError(FusionCompilerError):
     """The front end met torch ops it cannot lower to Linalg."""
 
     def __init__(self, ops: list[tuple[str, str]]):
         self.ops = ops  # (op name, source location)
         listed = "\n".join(f"  {loc}: {name}" for name, loc in ops)
+        advice = dict.fromkeys(_ADVICE[name] for name, _ in ops if name in _ADVICE)
         super().__init__(
             "the model uses operators that cannot be lowered to Linalg:\n"
             f"{listed}\n"
-            "Rewrite these lines with supported operators, or keep them out of the exported "
+            + "".join(f"For these: {text}.\n" for text in advice)
+            + "Rewrite these lines with supported operators, or keep them out of the exported "
             "module (run them in PyTorch before or after it)."
         )
 

@@ -123,3 +123,30 @@ def test_decode_step_with_past_keys_and_values_as_inputs(name: str) -> None:
     with torch.no_grad():
         want = step(*fresh)
     assert rel_error(fc.load(module)(*fresh), want) < 1e-4
+
+
+def test_mixture_of_experts_says_how_to_export_its_experts_then_matches_pytorch() -> None:
+    """Mixtral's experts as transformers runs them by default (grouped_mm: a custom op and
+    a histogram of tokens per expert, of data-dependent sizes) are refused with what to do;
+    exported as batched matrix products, the model compiles, its attentions fused."""
+    config = transformers.MixtralConfig(
+        **hf_corpus.TOKENS, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=2, num_local_experts=2,
+        num_experts_per_tok=1, vocab_size=hf_corpus.VOCAB, max_position_embeddings=64,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    mixtral = transformers.MixtralModel(config).eval()
+    model = hf_corpus.LastHidden(mixtral, "decoder").eval()
+
+    def inputs() -> tuple:
+        ids = torch.randint(2, hf_corpus.VOCAB, (hf_corpus.BATCH, hf_corpus.SEQ))
+        return ids, hf_corpus.padding_mask("decoder")
+
+    with pytest.raises(fc.UnsupportedOpError, match=r'set_experts_implementation\("batched_mm"\)'):
+        fc.compile(model, example_args=inputs())
+    mixtral.set_experts_implementation("batched_mm")
+    module = fc.compile(model, example_args=inputs())
+    assert module.stats["attention_ops"] == 1
+    fresh = inputs()
+    with torch.no_grad():
+        assert rel_error(fc.load(module)(*fresh), model(*fresh)) < 1e-4
