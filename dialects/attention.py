@@ -189,11 +189,25 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
             "not the query rows of one (batch, query) pair",
         )
     expands = [o for o in score_ops if o.name == "tensor.expand_shape"]
-    if len(expands) > 1 or any(o.name == "tensor.collapse_shape" for o in score_ops):
+    collapses = [o for o in score_ops if o.name == "tensor.collapse_shape"]
+    if len(expands) > 1 or len(collapses) > len(expands) or not _undone(expands, collapses, qk):
         return NearMiss(pv, "the scores are reshaped more than once")
     if expands and _splits_keys(expands[0]):
         return NearMiss(pv, "the key dim is split before the softmax: it is over part of the keys")
     return Attention(qk, pv, score_ops, score_inputs, total, replaced)
+
+
+def _undone(expands: list, collapses: list, qk: ir.Operation) -> bool:
+    """Whether a collapse of the scores, if any, undoes their one expand: (B·H, M, N)
+    viewed as (B, H, M, N) to add a mask, then back (the bmm form of BART's and XGLM's
+    attention)."""
+    if not collapses:
+        return True
+    ((expand,), (collapse,)) = expands, collapses
+    return (
+        collapse.results[0].type == qk.results[0].type
+        and collapse.attributes["reassociation"] == expand.attributes["reassociation"]
+    )
 
 
 def _splits_keys(expand: ir.Operation) -> bool:
@@ -225,6 +239,8 @@ def _mask(found: Attention) -> ir.Value:
         value = clone.results[0]
         if op.name == "tensor.expand_shape":
             collapse_to = op.attributes["reassociation"]
+        elif op.name == "tensor.collapse_shape":  # the expand undone (``_undone``)
+            collapse_to = None
     if collapse_to is not None:
         source = ir.RankedTensorType(value.type)
         qk_type = ir.RankedTensorType(found.qk.results[0].type)

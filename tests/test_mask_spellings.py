@@ -67,6 +67,14 @@ class Spelled(torch.nn.Module):
         if spelling == "sdpa-tril-diagonal":
             keep = torch.ones(nq, nk, dtype=torch.bool).tril(diagonal=nk - nq)
             return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        if spelling == "bmm-viewed":  # BART's and XGLM's: (B·H, M, N) scores, viewed to add
+            b, h, d = q.shape[0], q.shape[1], q.shape[-1]
+            s = torch.bmm(q.reshape(b * h, nq, d), k.reshape(b * h, nk, d).transpose(1, 2))
+            s = s.view(b, h, nq, nk) / math.sqrt(d) + torch.full((nq, nk), -math.inf).triu(
+                nk - nq + 1
+            )
+            p = torch.softmax(s.view(b * h, nq, nk).float(), dim=-1).to(v.dtype)
+            return torch.bmm(p, v.reshape(b * h, nk, d)).view(b, h, nq, d)
         s = _scores(q, k)
         if spelling == "tril-buffer":
             s = s.masked_fill(self.bias[:, :, nk - nq : nk, :nk] == 0, float("-inf"))
@@ -146,6 +154,27 @@ def test_every_spelling_gets_the_kernel_of_is_causal(nq: int) -> None:
         assert spec == reference, spelling
         assert schedules[spelling] == schedules[first], spelling
     assert f"diagonal (offset {N - nq}) skipped" in next(iter(schedules[first]))
+
+
+@pytest.mark.parametrize("nq", [N, 64], ids=["square", "offset"])
+def test_scores_viewed_to_add_the_mask_and_back_are_causal(nq: int) -> None:
+    """BART's and XGLM's form: (B·H, M, N) scores from bmm, viewed as (B, H, M, N) to add
+    the mask, viewed back for the softmax: fused, proven causal on the sm_90 kernel (its K
+    read transposed, as bmm's operand is), and PyTorch's answer on the CPU."""
+    torch.manual_seed(0)
+    q = torch.randn(B, H, nq, D)
+    k, v = (torch.randn(B, H, N, D) for _ in range(2))
+    model = Spelled("bmm-viewed").eval()
+    half = tuple(x.to(F16) for x in (q, k, v))
+    fused = fc.compile(
+        model, example_args=half, target="cuda", cuda_arch="sm_90", compile_to="fused"
+    )
+    spec = _spec(fused)
+    assert spec.causal_offset == N - nq and spec.mask_expr is None and not spec.block_map
+    module = fc.compile(model, example_args=(q, k, v), target="cpu")
+    assert module.stats["attention_ops"] == 1 and module.stats["softmax_ops"] == 0
+    fresh = (torch.randn(B, H, nq, D), torch.randn(B, H, N, D), torch.randn(B, H, N, D))
+    assert rel_error(fc.load(module)(*fresh), model(*fresh)) < 1e-5
 
 
 def _llama(impl: str) -> torch.nn.Module:
