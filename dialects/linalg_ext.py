@@ -334,34 +334,38 @@ def _is_float(value: ir.Value) -> bool:
 
 
 def fold_k_transpose(op: ir.Operation) -> None:
-    """attention(K = collapse(transpose(K0))) -> attention(K = collapse(K0)), K map swapped.
+    """attention(K = collapse(transpose(K0))) -> attention(K = collapse(K0)), K map swapped;
+    the same for attention(K = transpose(K0)).
 
-    ``q @ k.transpose(-2, -1)`` reaches the op as a transposed copy of K; the kernel reads
-    K either way, so the copy (a dispatch and a pass over K) is dropped.
+    ``q @ k.transpose(-2, -1)`` reaches the op as a transposed copy of K, before the head
+    merge or, with ``bmm`` over merged heads, after it; the kernel reads K either way, so
+    the copy (a dispatch and a pass over K) is dropped.
     """
     k = op.operands[1]
-    collapse = linalg.producer(k)
-    if collapse is None or collapse.name != "tensor.collapse_shape":
-        return
-    transpose = linalg.producer(collapse.operands[0])
+    collapse = transpose = linalg.producer(k)
+    if collapse is not None and collapse.name == "tensor.collapse_shape":
+        transpose = linalg.producer(collapse.operands[0])
+    else:
+        collapse = None
     if transpose is None or transpose.name != "linalg.transpose":
         return
     perm = list(ir.DenseI64ArrayAttr(transpose.attributes["permutation"]))
     rank = len(perm)
     if perm != list(range(rank - 2)) + [rank - 1, rank - 2]:
         return
-    source = transpose.operands[0]
-    shape = ir.RankedTensorType(k.type).shape
-    swapped = ir.RankedTensorType.get(
-        [*shape[:-2], shape[-1], shape[-2]], ir.RankedTensorType(k.type).element_type
-    )
-    with ir.InsertionPoint(op), op.location:
-        plain = ir.Operation.create(
-            "tensor.collapse_shape",
-            results=[swapped],
-            operands=[source],
-            attributes={"reassociation": collapse.attributes["reassociation"]},
-        ).results[0]
+    plain = transpose.operands[0]
+    if collapse is not None:
+        shape = ir.RankedTensorType(k.type).shape
+        swapped = ir.RankedTensorType.get(
+            [*shape[:-2], shape[-1], shape[-2]], ir.RankedTensorType(k.type).element_type
+        )
+        with ir.InsertionPoint(op), op.location:
+            plain = ir.Operation.create(
+                "tensor.collapse_shape",
+                results=[swapped],
+                operands=[plain],
+                attributes={"reassociation": collapse.attributes["reassociation"]},
+            ).results[0]
     maps = list(op.attributes["indexing_maps"])
     k_map = ir.AffineMapAttr(maps[1]).value
     results = list(k_map.results)
@@ -369,4 +373,4 @@ def fold_k_transpose(op: ir.Operation) -> None:
     maps[1] = ir.AffineMapAttr.get(ir.AffineMap.get(k_map.n_dims, 0, results))
     op.attributes["indexing_maps"] = ir.ArrayAttr.get(maps)
     op.operands[1] = plain
-    erase_dead([collapse])  # and the transpose, unless something else reads them
+    erase_dead([collapse or transpose])  # and the transpose, unless something else reads them
