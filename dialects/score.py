@@ -169,6 +169,34 @@ RULES: dict[str, Callable[..., Term]] = {
 }
 
 
+_ABOVE = ("ogt", "oge", "ugt", "uge")
+
+
+def _clamp(e: expr.Op) -> Term | None:
+    """``max(x, C)`` of the score x (XGLM's ``torch.max(s + mask, finfo.min)``:
+    ``select(x > C, x, C)``, or ``maximumf``), C at or below the fill that swamps any score
+    of the type: x itself where it is a score (above C), the mask that reached it clamped
+    to C (a -inf becomes that finite fill), as the mask replayed through it says
+    (``attention._mask``: f(0) = max(mask, C)). None where ``e`` is no such clamp."""
+    if e.name in ("arith.maximumf", "arith.maxnumf"):
+        pairs = [e.operands, e.operands[::-1]]
+    elif e.name == "arith.select":
+        cond, x, c = e.operands
+        above = isinstance(cond, expr.Op) and cond.name == "arith.cmpf"
+        if not (above and cond.predicate in _ABOVE and tuple(cond.operands) == (x, c)):
+            return None
+        pairs = [(x, c)]
+    else:
+        return None
+    swamps = SWAMPS.get(e.type)
+    for x, c in pairs:
+        score, bound = _term(x), _term(c)
+        if isinstance(score, Affine) and isinstance(bound, Const):
+            if swamps is not None and bound.value <= swamps:
+                return score
+    return None
+
+
 def _term(e: expr.Expr) -> Term:
     if isinstance(e, expr.Arg):
         return Affine(1.0, False)
@@ -176,6 +204,9 @@ def _term(e: expr.Expr) -> Term:
         return Const(float(e.value))
     if not isinstance(e, expr.Op):
         return SIDE  # an input, a value from outside, an index: not the score
+    clamped = _clamp(e)
+    if clamped is not None:
+        return clamped
     operands = [_term(o) for o in e.operands]
     unsupported = [t for t in operands if isinstance(t, Unsupported)]
     if unsupported:

@@ -83,6 +83,18 @@ ARCHS: dict[str, Arch] = {
             ),
         ),
         Arch("bloom", dict(hidden_size=64, n_layer=2, n_head=4, vocab_size=VOCAB)),
+        # (B·H, N, N) scores viewed as (B, H, N, N) for the mask, clamped at finfo.min
+        Arch(
+            "xglm",
+            dict(
+                d_model=64,
+                num_layers=2,
+                attention_heads=4,
+                ffn_dim=128,
+                vocab_size=VOCAB,
+                max_position_embeddings=64,
+            ),
+        ),
         Arch("falcon", _decoder(new_decoder_architecture=False, multi_query=True)),
         Arch("bert", _decoder(), kind="encoder"),
         Arch("roberta", _decoder(pad_token_id=1), kind="encoder"),

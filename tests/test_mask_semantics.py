@@ -181,6 +181,28 @@ def test_selected_finfo_min_is_fused_and_matches_on_every_row(spelling, lowering
     assert rel_error(got, want) < 1e-4
 
 
+class Clamped(torch.nn.Module):
+    """XGLM's eager attention: the masked scores clamped, ``max(s + mask, finfo.min)``, so
+    a -inf mask becomes the finite fill and a row of nothing but fills gets equal weights."""
+
+    def __init__(self, fill: float):
+        super().__init__()
+        self.fill = fill
+
+    def forward(self, q, k, v, keep):
+        mask = torch.zeros(keep.shape, dtype=q.dtype).masked_fill(~keep, self.fill)
+        s = q @ k.transpose(-1, -2) / D**0.5 + mask
+        s = torch.max(s, torch.tensor(torch.finfo(s.dtype).min))
+        return torch.softmax(s, dim=-1) @ v
+
+
+@pytest.mark.parametrize("fill", [-torch.inf, torch.finfo(torch.float32).min], ids=str)
+def test_clamped_scores_are_fused_and_match_on_every_row(fill, lowering) -> None:
+    got, want = _run(Clamped(fill), lowering)
+    assert torch.isfinite(want).all()
+    assert rel_error(got, want) < 1e-4
+
+
 @pytest.mark.parametrize("lengths", [(1, 300), (130, 257), (300, 300), (40, 40)], ids=str)
 def test_kept_keys_found_per_call_bound_the_cpu_loop_exactly(lengths) -> None:
     """A padding mask input, -inf past each sequence's length: the CPU loop visits only
