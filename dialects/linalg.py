@@ -122,6 +122,21 @@ def reassociation(op: ir.Operation) -> list[list[int]]:
     return [[ir.IntegerAttr(i).value for i in g] for g in op.attributes["reassociation"]]
 
 
+def plain_slice(op: ir.Operation | None) -> tuple[list[int], list[int]] | None:
+    """(offsets, sizes) of a ``tensor.extract_slice`` with static offsets and sizes, unit
+    strides, that keeps its source's rank; None for any other op."""
+    if op is None or op.name != "tensor.extract_slice" or len(op.operands) != 1:
+        return None  # (dynamic offsets, sizes or strides are operands)
+    offsets, sizes, strides = (
+        list(ir.DenseI64ArrayAttr(op.attributes[f"static_{name}"]))
+        for name in ("offsets", "sizes", "strides")
+    )
+    rank = ir.RankedTensorType(op.operands[0].type).rank
+    if set(strides) - {1} or ir.RankedTensorType(op.results[0].type).rank != rank:
+        return None
+    return offsets, sizes
+
+
 def is_generic(op: ir.Operation | None) -> bool:
     return op is not None and op.name == "linalg.generic"
 

@@ -173,27 +173,20 @@ _ABOVE = ("ogt", "oge", "ugt", "uge")
 
 
 def _clamp(e: expr.Op) -> Term | None:
-    """``max(x, C)`` of the score x (XGLM's ``torch.max(s + mask, finfo.min)``:
-    ``select(x > C, x, C)``, or ``maximumf``), C at or below the fill that swamps any score
-    of the type: x itself where it is a score (above C), the mask that reached it clamped
-    to C (a -inf becomes that finite fill), as the mask replayed through it says
+    """``max(x, C)`` of the score x as ``torch.max`` lowers it, ``select(x > C, x, C)``
+    (XGLM's ``torch.max(s + mask, finfo.min)``), C at or below the fill that swamps any
+    score of the type: x itself where it is a score (above C), the mask that reached it
+    clamped to C (a -inf becomes that finite fill), as the mask replayed through it says
     (``attention._mask``: f(0) = max(mask, C)). None where ``e`` is no such clamp."""
-    if e.name in ("arith.maximumf", "arith.maxnumf"):
-        pairs = [e.operands, e.operands[::-1]]
-    elif e.name == "arith.select":
-        cond, x, c = e.operands
-        above = isinstance(cond, expr.Op) and cond.name == "arith.cmpf"
-        if not (above and cond.predicate in _ABOVE and tuple(cond.operands) == (x, c)):
-            return None
-        pairs = [(x, c)]
-    else:
+    if e.name != "arith.select":
         return None
-    swamps = SWAMPS.get(e.type)
-    for x, c in pairs:
-        score, bound = _term(x), _term(c)
-        if isinstance(score, Affine) and isinstance(bound, Const):
-            if swamps is not None and bound.value <= swamps:
-                return score
+    cond, x, c = e.operands
+    above = isinstance(cond, expr.Op) and cond.name == "arith.cmpf" and cond.predicate in _ABOVE
+    if not above or tuple(cond.operands) != (x, c):
+        return None
+    score, bound, swamps = _term(x), _term(c), SWAMPS.get(e.type)
+    if isinstance(score, Affine) and isinstance(bound, Const) and swamps is not None:
+        return score if bound.value <= swamps else None
     return None
 
 

@@ -284,7 +284,7 @@ class Function:
     def __call__(self, *args: torch.Tensor | np.ndarray):
         tensors, on_gpu = self._arguments(args)
         storage, kept = self._result_storage(tensors, on_gpu, reuse=True)
-        device_values = [self._to_device(t, reuse=True) for t in tensors]
+        device_values = [self._to_device(t) for t in tensors]
         results = self._invoke([*map(_buffer_view, device_values), *storage])
         if kept:  # the call is done: its transient memory is free for the next
             self._spare_transients.append((kept[-1].device, kept[-1], storage[-1]))
@@ -295,6 +295,13 @@ class Function:
         values = self._model_results([convert(r) for r in results])
         self._release_inputs(tensors, device_values)
         return values
+
+    def _spare_input(self, size: int) -> rt.HalBuffer | None:
+        """A finished call's input memory of ``size`` bytes, where one is kept."""
+        try:
+            return self._spare_inputs.get(size, []).pop()  # atomic: one caller each
+        except IndexError:
+            return None
 
     def _release_inputs(self, tensors: list[torch.Tensor], device_values: list) -> None:
         """On Vulkan, a finished call's input memory, kept by size for later calls'."""
@@ -385,7 +392,7 @@ class Function:
         context, function, timeline = self._asynchronous
         tensors, on_gpu = self._arguments(args)
         storage, kept = self._result_storage(tensors, on_gpu)
-        device_values = [self._to_device(t, reuse=True) for t in tensors]
+        device_values = [self._to_device(t) for t in tensors]
         wait, done = timeline.next([*tensors, *kept])
         views = [*map(_buffer_view, device_values), *storage]
         results = rt.VmVariantList(1)
@@ -495,24 +502,16 @@ class Function:
                 rule = ast.unparse(_Renamed(names).visit(copy.deepcopy(dim.expression)))
                 raise DimensionMismatchError(self.name, dim.index, dim.dim, got, expected, rule)
 
-    def _to_device(
-        self, tensor: torch.Tensor, reuse: bool = False
-    ) -> rt.DeviceArray | rt.HalBufferView:
+    def _to_device(self, tensor: torch.Tensor) -> rt.DeviceArray | rt.HalBufferView:
         """``tensor`` where the module reads it: shared with torch on CUDA, else copied to
-        the device (on Vulkan, with ``reuse``, into a finished call's input memory)."""
+        the device (on Vulkan, into a finished call's input memory where one is kept)."""
         if tensor.requires_grad:  # (detaching costs 1 us a call where there is nothing to drop)
             tensor = tensor.detach()
         if self._zero_copy and tensor.is_cuda:
             return self._device.from_dlpack_capsule(to_dlpack(tensor.contiguous()))
         host = tensor.cpu().contiguous()
         if self._staged:
-            target = None
-            if reuse:
-                try:  # (pop: one caller each)
-                    target = self._spare_inputs.get(_byte_size(host), []).pop()
-                except IndexError:
-                    pass
-            return _staged_to_device(self._device, host, target)
+            return _staged_to_device(self._device, host, self._spare_input(_byte_size(host)))
         if host.dtype in _BITS_AS:
             bits, element_type = _BITS_AS[host.dtype]
             return self._device.allocator.allocate_buffer_copy(

@@ -50,25 +50,15 @@ class _Piece:
     function: ir.Operation | None  # the elementwise generic applied to the slice, if any
 
 
-def _static(values) -> list[int] | None:
-    found = list(values)
-    return None if any(ir.ShapedType.is_dynamic_size(v) for v in found) else found
-
-
 def _slice(value: ir.Value, dim: int) -> tuple[ir.Value, int] | None:
     """(source, start) of a slice that is whole but along ``dim``, with unit strides."""
     op = linalg.producer(value)
-    if op is None or op.name != "tensor.extract_slice" or len(op.operands) != 1:
-        return None  # (dynamic offsets, sizes or strides are operands)
-    offsets = _static(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
-    sizes = _static(ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
-    strides = _static(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
-    source = op.operands[0]
-    shape = list(ir.RankedTensorType(source.type).shape)
-    if ir.RankedTensorType(value.type).rank != len(shape):
-        return None  # a rank-reducing slice
-    if None in (offsets, sizes, strides) or set(strides) != {1}:
+    found = linalg.plain_slice(op)
+    if found is None:
         return None
+    offsets, sizes = found
+    source = op.operands[0]
+    shape = ir.RankedTensorType(source.type).shape
     whole = all(offsets[i] == 0 and sizes[i] == shape[i] for i in range(len(shape)) if i != dim)
     return (source, offsets[dim]) if whole else None
 

@@ -200,17 +200,6 @@ def _permutation(transpose: ir.Operation) -> list[int]:
     return list(ir.DenseI64ArrayAttr(transpose.attributes["permutation"]))
 
 
-def _whole_rank_slice(taken: ir.Operation) -> bool:
-    """An extract_slice with static offsets and sizes, unit strides, no rank dropped."""
-    strides = list(ir.DenseI64ArrayAttr(taken.attributes["static_strides"]))
-    return (
-        len(taken.operands) == 1
-        and all(s == 1 for s in strides)
-        and ir.RankedTensorType(taken.results[0].type).rank
-        == ir.RankedTensorType(taken.operands[0].type).rank
-    )
-
-
 def _slice_before_transpose(
     taken: ir.Operation, permutation: list[int], op: ir.Operation
 ) -> ir.Value:
@@ -248,7 +237,7 @@ def fold_transposes(op: ir.Operation) -> tuple[ir.Operation, int]:
         value, positions = op.operands[i], dims(maps[i])
         transpose = _producer(value, "linalg.transpose") if positions else None
         taken = _producer(value, "tensor.extract_slice") if positions else None
-        if taken is not None and _whole_rank_slice(taken):  # Q, K, V cut from one tensor
+        if linalg.plain_slice(taken) is not None:  # Q, K, V cut from one tensor
             transpose = _producer(taken.operands[0], "linalg.transpose")
         else:
             taken = None

@@ -127,16 +127,13 @@ def _slice_strides(x: ir.Value) -> tuple[ir.Value, list[int], int] | None:
     expand = None
     if op is not None and op.name == "tensor.expand_shape":
         expand, op = op, linalg.producer(op.operands[0])
-    if op is None or op.name != "tensor.extract_slice" or len(op.operands) != 1:
-        return None  # not a slice, or one of dynamic offsets or sizes
-    source = op.operands[0]
-    sizes = list(ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
-    offsets = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
-    steps = list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
-    shape = _shape(source)
-    if any(ir.ShapedType.is_dynamic_size(n) for n in shape) or steps != [1] * len(shape):
+    found = linalg.plain_slice(op)
+    if found is None:
         return None
-    if _shape(op.results[0]) != sizes:  # a rank-reducing slice
+    offsets, _ = found
+    source = op.operands[0]
+    shape = _shape(source)
+    if any(ir.ShapedType.is_dynamic_size(n) for n in shape):
         return None
     source_strides = [int(s) for s in contiguous_strides(list(shape))]
     start = sum(o * s for o, s in zip(offsets, source_strides, strict=True))
