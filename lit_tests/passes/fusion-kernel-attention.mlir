@@ -487,3 +487,32 @@ func.func @constant_padding_block_map(%q: tensor<2x64x64xf16>, %k: tensor<2x256x
 // CHECK: %[[KEEP:.+]] = arith.constant dense<"0x{{[0-9A-F]+}}"> : tensor<2x256xi1>
 // CHECK: %[[HELD:.+]] = util.optimization_barrier %[[KEEP]] : tensor<2x256xi1>
 // CHECK: flow.dispatch @fusion_attention_0_block_classes::@block_classes(%[[HELD]])
+
+// -----
+
+// K transposed after the head merge (bmm over merged heads: k.transpose(1, 2)) is read
+// in place: the dispatch takes K itself, and the transpose goes.
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+#kt = affine_map<(d0, d1, d2, d3, d4) -> (d0, d3, d4)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+func.func @k_transposed(%q: tensor<4x128x64xf16>, %k: tensor<4x128x64xf16>, %v: tensor<4x128x64xf16>) -> tensor<4x128x64xf16> {
+  %scale = arith.constant 0.125 : f32
+  %te = tensor.empty() : tensor<4x64x128xf16>
+  %kt = linalg.transpose ins(%k : tensor<4x128x64xf16>) outs(%te : tensor<4x64x128xf16>) permutation = [0, 2, 1]
+  %e = tensor.empty() : tensor<4x128x64xf16>
+  // expected-remark @below {{attention lowered to a generated sm_90 kernel (f16, D=64}}
+  %o = iree_linalg_ext.attention <{indexing_maps = [#q, #kt, #v, #s, #o]}>
+      ins(%q, %kt, %v, %scale : tensor<4x128x64xf16>, tensor<4x64x128xf16>, tensor<4x128x64xf16>, f32)
+      outs(%e : tensor<4x128x64xf16>) {
+    ^bb0(%x: f32):
+      iree_linalg_ext.yield %x : f32
+  } -> tensor<4x128x64xf16>
+  return %o : tensor<4x128x64xf16>
+}
+// CHECK-LABEL: func.func @k_transposed(
+// CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<4x128x64xf16>, %[[K:[a-z0-9]+]]: tensor<4x128x64xf16>, %[[V:[a-z0-9]+]]: tensor<4x128x64xf16>
+// CHECK-NOT: linalg.transpose
+// CHECK: flow.dispatch @fusion_attention_0::@attention(%[[Q]], %[[K]], %[[V]],
+// CHECK-NOT: iree_linalg_ext.attention
