@@ -117,6 +117,26 @@ def producer_and_reshapes(value: ir.Value) -> tuple[ir.Operation | None, list[ir
     return op, skipped
 
 
+def entry_input(value: ir.Value) -> int | None:
+    """Which input of its function ``value`` is, reshaped or not: the argument's index
+    among the tensors (in an entry point's body, among the buffer views that
+    ``hal.tensor.import`` imports). None for a tensor the function computes."""
+    op, skipped = producer_and_reshapes(value)
+    if op is None:
+        argument = skipped[-1].operands[0] if skipped else value
+    elif op.name == "hal.tensor.import" and _is_argument(op.operands[0]):
+        argument = op.operands[0]
+    else:
+        return None
+    if not _is_argument(argument):
+        return None
+    inputs = [
+        a for a in argument.owner.arguments
+        if str(a.type) == "!hal.buffer_view" or isinstance(a.type, ir.RankedTensorType)
+    ]  # fmt: skip
+    return next((i for i, a in enumerate(inputs) if a == argument), None)
+
+
 def reassociation(op: ir.Operation) -> list[list[int]]:
     """The dim groups of a ``tensor.collapse_shape`` / ``tensor.expand_shape``."""
     return [[ir.IntegerAttr(i).value for i in g] for g in op.attributes["reassociation"]]

@@ -734,6 +734,7 @@ def import_model(
         signature.RANGES_KEY: ranges,
         signature.RESULTS_KEY: results,
         signature.UNSIGNED_KEY: unsigned,
+        signature.NAMES_KEY: input_names(source),
     }
     _attach_to_entry_point(module.operation, {k: v for k, v in entries.items() if v})
     return module, Stage.TORCH, constants
@@ -826,6 +827,17 @@ def unsigned_inputs(program: torch.export.ExportedProgram) -> str | None:
         if isinstance(value, torch.Tensor) and value.dtype in _UNSIGNED:
             found.append(str(i))
     return ",".join(found) or None
+
+
+def input_names(program: torch.export.ExportedProgram) -> str:
+    """The model's names of its tensor inputs, ``,``-separated (``signature.NAMES_KEY``):
+    the entry point's buffer-view arguments, in order."""
+    placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    return ",".join(
+        name
+        for name in program.graph_signature.user_inputs
+        if name in placeholders and isinstance(placeholders[name].meta.get("val"), torch.Tensor)
+    )
 
 
 def dynamic_dims(program: torch.export.ExportedProgram) -> str | None:

@@ -81,6 +81,7 @@ _PARAMETER_SCOPE = "model"
 _PARAMETERS_KEY = "fusion.parameters"  # what it reads, key=tensor<...> (signature)
 _MUTATED_KEY = "fusion.mutated"  # the inputs a call updates in place (signature.MUTATED_KEY)
 _VULKAN_TARGET_KEY = "fusion.vulkan_target"  # signature.VULKAN_TARGET_KEY
+_NAMES_KEY = "fusion.input_names"  # signature.NAMES_KEY
 
 
 @dataclass(frozen=True)
@@ -273,6 +274,8 @@ class Function:
         # their own); torch keeps it allocated between calls
         self._spare_transients: list[tuple[torch.device, torch.Tensor, rt.HalBufferView]] = []
         self.mutated = [int(i) for i in reflection.get(_MUTATED_KEY, "").split(",") if i]
+        # the model's names of its inputs, for errors (signature.NAMES_KEY)
+        self._names = [n for n in reflection.get(_NAMES_KEY, "").split(",") if n]
         # our modules take and return tensors alone ("fusion.outputs"): called straight
         # through the VM, without IREE's FunctionInvoker packing the arguments and
         # wrapping each result on the way (a module from elsewhere keeps the invoker)
@@ -432,25 +435,32 @@ class Function:
     def _host_result(self, view: rt.HalBufferView) -> torch.Tensor:
         return self._to_torch(rt.DeviceArray(self._device, view))
 
+    def _argument(self, index: int) -> str:
+        """``argument 3 (`attention_mask`)``: an input by its index, and its name in the model
+        where the module knows it."""
+        name = self._names[index] if index < len(self._names) else None
+        return f"argument {index} (`{name}`)" if name else f"argument {index}"
+
     def _check(self, index: int, arg: object) -> torch.Tensor:
         if isinstance(arg, np.ndarray):
             arg = self._from_numpy(index, arg)
         if not isinstance(arg, torch.Tensor):
             raise ArgumentError(
-                f"{self.name}: argument {index} is a {type(arg).__name__}; "
+                f"{self.name}: {self._argument(index)} is a {type(arg).__name__}; "
                 "expected a torch.Tensor or numpy.ndarray"
             )
         if arg.layout != torch.strided or arg.is_meta:
             kind = "on the meta device (it has no data)" if arg.is_meta else f"{arg.layout}"
             raise ArgumentError(
-                f"{self.name}: argument {index} is {kind}; give a dense tensor with its values"
+                f"{self.name}: {self._argument(index)} is {kind}; "
+                "give a dense tensor with its values"
             )
         if self.inputs is not None and index < len(self.inputs):
             spec = self.inputs[index]
             if spec is not None and not spec.matches(arg.shape, arg.dtype):
                 got = TensorSpec(tuple(arg.shape), arg.dtype)
                 raise ArgumentError(
-                    f"{self.name}: argument {index} has shape/dtype {got}, expected {spec}"
+                    f"{self.name}: {self._argument(index)} has shape/dtype {got}, expected {spec}"
                 )
         return arg
 
@@ -466,7 +476,7 @@ class Function:
             return torch.from_numpy(array)
         except TypeError:
             raise ArgumentError(
-                f"{self.name}: argument {index} is a numpy array of {array.dtype}, which "
+                f"{self.name}: {self._argument(index)} is a numpy array of {array.dtype}, which "
                 "torch has no dtype for; convert it to one the module takes"
             ) from None
 

@@ -28,6 +28,9 @@ RESULTS_KEY = "fusion.results"
 # The inputs of an unsigned torch type (``0,3``): MLIR's integers are signless, so the
 # imported type (i8) is read as its unsigned twin there (ui8).
 UNSIGNED_KEY = "fusion.unsigned_inputs"
+# The model's names of its tensor inputs (``,``-separated, in order:
+# ``input_ids,attention_mask``), for remarks and errors to name an input (``input_name``).
+NAMES_KEY = "fusion.input_names"
 # IREE's SPIR-V target the module was compiled for (Vulkan): the runtime refuses a device
 # that target's code is wrong on (``targets.VULKAN_VENDORS``)
 VULKAN_TARGET_KEY = "fusion.vulkan_target"
@@ -84,7 +87,7 @@ def attach(module: ir.Operation, vulkan_target: str | None = None) -> None:
     functions = _functions(module)
     context = module.context
     facts: dict[str, dict[str, str]] = {}  # key -> function -> value, from the front end
-    for key in (DIMS_KEY, RANGES_KEY, RESULTS_KEY, UNSIGNED_KEY):
+    for key in (DIMS_KEY, RANGES_KEY, RESULTS_KEY, UNSIGNED_KEY, NAMES_KEY):
         if key in module.attributes:
             facts[key] = {
                 a.name: ir.StringAttr(a.attr).value for a in ir.DictAttr(module.attributes[key])
@@ -110,6 +113,9 @@ def attach(module: ir.Operation, vulkan_target: str | None = None) -> None:
         mutated = [i for i in written if i < len(inputs)]  # not the result storage
         if mutated:
             entries[MUTATED_KEY] = ir.StringAttr.get(",".join(map(str, mutated)), context=context)
+        names = facts.get(NAMES_KEY, {}).get(name)
+        if names is not None and names.count(",") + 1 == len(inputs):
+            entries[NAMES_KEY] = ir.StringAttr.get(names, context=context)
         dims = facts.get(DIMS_KEY, {}).get(name)
         if dims is not None and dims.count(";") + 1 == len(inputs):
             entries[DIMS_KEY] = ir.StringAttr.get(dims, context=context)
@@ -122,6 +128,21 @@ def attach(module: ir.Operation, vulkan_target: str | None = None) -> None:
         if vulkan_target is not None:
             entries[VULKAN_TARGET_KEY] = ir.StringAttr.get(vulkan_target, context=context)
         func.attributes["iree.reflection"] = ir.DictAttr.get(entries, context=context)
+
+
+def input_name(function: ir.Operation, index: int) -> str | None:
+    """The model's name of input ``index`` of an entry point, or of its ``$async`` body
+    (``NAMES_KEY``, in the entry point's reflection after ``attach``); None if unknown."""
+    name = ir.StringAttr(function.attributes["sym_name"]).value.removesuffix("$async")
+    module = function.parent
+    entry = _functions(module).get(name) if module is not None else None
+    if entry is None or "iree.reflection" not in entry.attributes:
+        return None
+    reflection = {a.name: a.attr for a in ir.DictAttr(entry.attributes["iree.reflection"])}
+    if NAMES_KEY not in reflection:
+        return None
+    names = ir.StringAttr(reflection[NAMES_KEY]).value.split(",")
+    return names[index] if index < len(names) else None
 
 
 def _parameters(module: ir.Operation) -> str:

@@ -242,6 +242,9 @@ def test_a_block_mapped_mask_over_many_tiles_takes_the_producer_warp_kernel(
     kernel = compile_kernel(spec)
     assert kernel.threads == 256 and kernel.shared_bytes <= 232448 // 2 - 1024
     assert any("a producer warp, a block map" in r.message for r in fused.remarks)
+    # the remark names the input the map is built from, as the model names it
+    source = "input 3 `keep`" if isinstance(model, PaddingMaskAttention) else "input 3 `doc`"
+    assert any(f"per call, from {source}" in r.message for r in fused.remarks), fused.remarks
 
 
 def test_a_mask_gluon_cannot_print_keeps_the_template_kernel() -> None:

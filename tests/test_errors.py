@@ -21,7 +21,7 @@ def sdpa_run():
 
 
 def test_wrong_shape_names_argument_and_expected_shape(sdpa_run) -> None:
-    expected = r"argument 0 .*\(2, 17, 64\).*expected \(2, 16, 64\) float32"
+    expected = r"argument 0 \(`x`\) .*\(2, 17, 64\).*expected \(2, 16, 64\) float32"
     with pytest.raises(fc.ArgumentError, match=expected):
         sdpa_run(torch.randn(2, 17, 64))
 
@@ -36,7 +36,7 @@ def test_wrong_argument_count_and_type(sdpa_run) -> None:
     x = torch.randn(2, 16, 64)
     with pytest.raises(fc.ArgumentError, match="takes 1 tensor argument"):
         sdpa_run(x, x)
-    with pytest.raises(fc.ArgumentError, match="argument 0 is a list"):
+    with pytest.raises(fc.ArgumentError, match=r"argument 0 \(`x`\) is a list"):
         sdpa_run([1.0, 2.0])
 
 

@@ -428,6 +428,22 @@ def _with_block_map(spec: TritonSpec, mask: MaskCode, form: Layout) -> TritonSpe
     return replace(spec, block_map=True, map_group=group, map_rows=rows, mask_bounds=bounds)
 
 
+def _input_named(op: ir.Operation, tensor: ir.Value) -> str:
+    """A tensor a mask reads, for a remark: ``input 3 `attention_mask``` where it is an
+    input of the function (named as the model names it), else a constant or a computed
+    tensor."""
+    index = linalg.entry_input(tensor)
+    if index is None:
+        source, _ = linalg.producer_and_reshapes(tensor)
+        constant = source is not None and source.name in ("arith.constant", "util.global.load")
+        return "a constant tensor" if constant else "a computed tensor"
+    function = op.parent
+    while function is not None and function.name not in ("util.func", "func.func"):
+        function = function.parent
+    name = signature.input_name(function, index) if function is not None else None
+    return f"input {index} `{name}`" if name else f"input {index}"
+
+
 # the most elements of a mask ``block_map_summary`` evaluates at compile time
 _MAX_SUMMARISED = 1 << 24
 
@@ -438,8 +454,12 @@ def block_map_summary(op: ir.Operation, spec: TritonSpec) -> str:
     as the kernel will; for one reading inputs (padding, document ids), that it is
     computed per call."""
     tree = expr.of_tensor(op.operands[4])
-    if expr.leaves(tree.expr) or spec.n_q * spec.n_k > _MAX_SUMMARISED:
-        return "a block map of the mask's key blocks per call, from its inputs"
+    leaves = expr.leaves(tree.expr)
+    if leaves:
+        read = [_input_named(op, tree.inputs[leaf.slot]) for leaf in leaves]
+        return f"a block map of the mask's key blocks per call, from {', '.join(read)}"
+    if spec.n_q * spec.n_k > _MAX_SUMMARISED:
+        return "a block map of the mask's key blocks per call"
     grids = {1: np.arange(spec.n_q)[:, None], 2: np.arange(spec.n_k)[None, :]}
     values = expr.evaluate(tree.expr, lambda dim: grids.get(dim, np.zeros((1, 1), np.int64)))
     values = np.broadcast_to(values.astype(np.float64), (spec.n_q, spec.n_k))

@@ -396,7 +396,7 @@ func.func @padding_block_map(%q: tensor<4x256x64xf16>, %k: tensor<4x512x64xf16>,
     linalg.yield %r : f16
   } -> tensor<4x256x512xf16>
   %e = tensor.empty() : tensor<4x256x64xf16>
-  // expected-remark @below {{a block map of the mask's key blocks per call, from its inputs}}
+  // expected-remark @below {{a block map of the mask's key blocks per call, from input 3}}
   %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
       ins(%q, %k, %v, %scale, %mask : tensor<4x256x64xf16>, tensor<4x512x64xf16>, tensor<4x512x64xf16>, f32, tensor<4x256x512xf16>)
       outs(%e : tensor<4x256x64xf16>) {
@@ -435,7 +435,7 @@ func.func @padding_producer_warp(%q: tensor<16x2048x128xf16>, %k: tensor<16x2048
     linalg.yield %r : f16
   } -> tensor<16x2048x2048xf16>
   %e = tensor.empty() : tensor<16x2048x128xf16>
-  // expected-remark @below {{tiles 64x64, 264 persistent programs, a producer warp, a block map of the mask's key blocks per call, from its inputs}}
+  // expected-remark @below {{tiles 64x64, 264 persistent programs, a producer warp, a block map of the mask's key blocks per call, from input 3}}
   %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
       ins(%q, %k, %v, %scale, %mask : tensor<16x2048x128xf16>, tensor<16x2048x128xf16>, tensor<16x2048x128xf16>, f32, tensor<16x2048x2048xf16>)
       outs(%e : tensor<16x2048x128xf16>) {
@@ -474,7 +474,7 @@ func.func @constant_padding_block_map(%q: tensor<2x64x64xf16>, %k: tensor<2x256x
     linalg.yield %r : f16
   } -> tensor<2x64x256xf16>
   %e = tensor.empty() : tensor<2x64x64xf16>
-  // expected-remark @below {{a block map of the mask's key blocks per call, from its inputs}}
+  // expected-remark @below {{a block map of the mask's key blocks per call, from a constant tensor}}
   %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #m, #o]}>
       ins(%q, %k, %v, %scale, %mask : tensor<2x64x64xf16>, tensor<2x256x64xf16>, tensor<2x256x64xf16>, f32, tensor<2x64x256xf16>)
       outs(%e : tensor<2x64x64xf16>) {
