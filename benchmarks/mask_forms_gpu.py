@@ -25,7 +25,7 @@ at all, half of every sequence padded, and packed documents attending to all of 
 the causal shapes of the masks issue's grid (``GRID``: B2 H16 N2048, B1 H16 N4096, B1 H32
 N8192 bf16, B1 H8 N32768; the offsets with a quarter of the keys' queries), named
 spelling@shape, against cuDNN once per shape.
-The windows again at B1 H8 N32768, of 512 and 4096 keys, against the unmasked
+The windows again at B1 H8 N32768, of 512, 1024 and 4096 keys, against the unmasked
 call there; the unmasked call at B16 H16 N512 (the packed documents' work as
 separate sequences).
 
@@ -341,13 +341,14 @@ SPELLINGS.update(
         )
     }
 )
-# and a window of Mistral's 4096 keys over the longest context
+# and windows of Gemma 3's 1024 keys and Mistral's 4096 over the longest context
 SPELLINGS.update(
     {
-        f"{name}@B1H8N32768W4096": Spelling(
-            s.forward, s.mask, 32768, **GRID["B1H8N32768"], window=4096
+        f"{name}@B1H8N32768W{window}": Spelling(
+            s.forward, s.mask, 32768, **GRID["B1H8N32768"], window=window
         )
         for name, s in list(SPELLINGS.items())
+        for window in (1024, 4096)
         if s.mask == "window" and "@" not in name
     }
 )
