@@ -30,4 +30,4 @@ print(linalg.mlir)
 # CHECK: linalg.batch_matmul
 # CHECK-NOT: torch.
 # CHECK-LABEL: util.func public @main(
-# CHECK-SAME: iree.reflection = {fusion.inputs = "tensor<1x10x32xf32>", fusion.outputs = "tensor<1x10x32xf32>"}
+# CHECK-SAME: iree.reflection = {fusion.input_names = "x", fusion.inputs = "tensor<1x10x32xf32>", fusion.outputs = "tensor<1x10x32xf32>"}
