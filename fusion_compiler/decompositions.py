@@ -114,6 +114,15 @@ def _gelu_tanh(x, approximate="none"):
 # position index, built in its forward).
 _COMPOSED = [aten.meshgrid.default, aten.meshgrid.indexing]
 
+
+def _topk_sorted(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (aten's name)
+    """``topk(sorted=False)`` as the sorted top k (IREE 3.13 lowers only that; DeepSeek-V3's
+    router asks for unsorted): any order is a valid one for the unsorted call."""
+    if sorted:
+        return NotImplemented
+    return aten.topk.default(x, k, dim, largest, True)
+
+
 TABLE: dict[torch._ops.OpOverload, Callable] = {
     **get_decompositions(_TORCH_DECOMPOSED),
     **{op: torch.export.default_decompositions()[op] for op in _COMPOSED},
@@ -131,6 +140,7 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.log_softmax.int: _log_softmax_in_f32,
     aten.gelu.default: _gelu_tanh,
     aten.squeeze.dims: _squeeze_dims,
+    aten.topk.default: _topk_sorted,
     aten.__and__.Tensor: _bitwise(torch.bitwise_and),
     aten.__and__.Scalar: _bitwise(torch.bitwise_and),
     aten.__or__.Tensor: _bitwise(torch.bitwise_or),

@@ -36,7 +36,7 @@ from torch.export.graph_signature import (
 )
 from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
-from fusion_compiler import decompositions, diagnostics, inputs, signature
+from fusion_compiler import complex_numbers, decompositions, diagnostics, inputs, signature
 from fusion_compiler.dialects import linalg
 from fusion_compiler.errors import (
     DamagedFileError,
@@ -715,7 +715,7 @@ def import_model(
     decompose: frozenset = frozenset()
     with TORCH_LOCK:
         while True:
-            program = functional(source, decompose)
+            program = complex_numbers.as_real_pairs(functional(source, decompose))
             _refuse_complex(program)
             results = _constant_outputs_dropped(program)
             module, constants = _import_program(program, context, external_weights)
