@@ -96,6 +96,40 @@ ARCHS: dict[str, Arch] = {
             ),
         ),
         Arch("falcon", _decoder(new_decoder_architecture=False, multi_query=True)),
+        # multi-head latent attention (Q·K over 24 features, V of 16); its router asks for an
+        # unsorted top k (experts as batched products: see test_hf_models' Mixtral test)
+        Arch(
+            "deepseek_v3",
+            _decoder(
+                num_key_value_heads=4,
+                kv_lora_rank=32,
+                q_lora_rank=48,
+                qk_rope_head_dim=8,
+                qk_nope_head_dim=16,
+                v_head_dim=16,
+                n_routed_experts=2,
+                num_experts_per_tok=2,
+                n_shared_experts=1,
+                moe_intermediate_size=32,
+                first_k_dense_replace=1,
+                n_group=1,
+                topk_group=1,
+                experts_implementation="batched_mm",
+            ),
+        ),
+        # its rotary embedding multiplies complex numbers (torch.polar, view_as_complex);
+        # dense layers (its MoE layers: IREE's CPU code generation fails on the router)
+        Arch(
+            "llama4_text",
+            _decoder(
+                num_key_value_heads=2,
+                head_dim=16,
+                intermediate_size_mlp=128,
+                attention_chunk_size=8,
+                no_rope_layers=[1, 0],
+                moe_layers=[],
+            ),
+        ),
         Arch("bert", _decoder(), kind="encoder"),
         Arch("roberta", _decoder(pad_token_id=1), kind="encoder"),
         Arch(
