@@ -86,7 +86,9 @@ def _mul(emit: _Emitter, node: Node, pairs: dict) -> Node | None:
     return None
 
 
-def _add(op: Callable) -> Callable:
+def _termwise(op: Callable) -> Callable:
+    """A sum or difference of two complex values: ``op`` of their pairs."""
+
     def rule(emit: _Emitter, node: Node, pairs: dict) -> Node | None:
         a, b = node.args[:2]
         if a in pairs and b in pairs and not node.kwargs:
@@ -131,8 +133,8 @@ _RULES: dict[Callable, Callable] = {
     aten.view_as_complex.default: lambda emit, node, pairs: node.args[0],
     aten.view_as_real.default: lambda emit, node, pairs: pairs.get(node.args[0]),
     aten.mul.Tensor: _mul,
-    aten.add.Tensor: _add(aten.add.Tensor),
-    aten.sub.Tensor: _add(aten.sub.Tensor),
+    aten.add.Tensor: _termwise(aten.add.Tensor),
+    aten.sub.Tensor: _termwise(aten.sub.Tensor),
     aten.unsqueeze.default: _view(lambda e, p, n, d: e(aten.unsqueeze.default, p, _dim(d))),
     aten.select.int: _view(lambda e, p, n, d, i: e(aten.select.int, p, _dim(d), i)),
     aten.slice.Tensor: _view(lambda e, p, n, d=0, *rest: e(aten.slice.Tensor, p, _dim(d), *rest)),
@@ -156,14 +158,13 @@ def as_real_pairs(program: torch.export.ExportedProgram) -> torch.export.Exporte
         if node.op != "call_function":
             continue
         made_complex = _is_complex(node.meta.get("val"))
-        reads_complex = any(_is_complex(a.meta.get("val")) for a in node.all_input_nodes)
-        if not (made_complex or reads_complex):
+        inputs = [a for a in node.all_input_nodes if _is_complex(a.meta.get("val"))]
+        if not (made_complex or inputs):
             continue
         if node.target is aten._assert_tensor_metadata.default and not node.users:
             graph.erase_node(node)  # a dtype check of the value, which now has another type
             continue
         rule = _RULES.get(node.target)
-        inputs = [a for a in node.all_input_nodes if _is_complex(a.meta.get("val"))]
         if rule is None or not all(a in pairs for a in inputs):
             continue
         made = rule(_Emitter(graph, node), node, pairs)

@@ -130,19 +130,11 @@ def attach(module: ir.Operation, vulkan_target: str | None = None) -> None:
         func.attributes["iree.reflection"] = ir.DictAttr.get(entries, context=context)
 
 
-def input_name(function: ir.Operation, index: int) -> str | None:
-    """The model's name of input ``index`` of an entry point, or of its ``$async`` body
-    (``NAMES_KEY``, in the entry point's reflection after ``attach``); None if unknown."""
-    name = ir.StringAttr(function.attributes["sym_name"]).value.removesuffix("$async")
-    module = function.parent
-    entry = _functions(module).get(name) if module is not None else None
-    if entry is None or "iree.reflection" not in entry.attributes:
-        return None
-    reflection = {a.name: a.attr for a in ir.DictAttr(entry.attributes["iree.reflection"])}
-    if NAMES_KEY not in reflection:
-        return None
-    names = ir.StringAttr(reflection[NAMES_KEY]).value.split(",")
-    return names[index] if index < len(names) else None
+def input_name(op: ir.Operation, index: int) -> str | None:
+    """The model's name of input ``index`` of the entry point ``op`` is in (``NAMES_KEY``);
+    None if unknown."""
+    names = (_entry_fact(op, NAMES_KEY) or "").split(",")
+    return (names[index] or None) if index < len(names) else None
 
 
 def _parameters(module: ir.Operation) -> str:

@@ -437,10 +437,7 @@ def _input_named(op: ir.Operation, tensor: ir.Value) -> str:
         source, _ = linalg.producer_and_reshapes(tensor)
         constant = source is not None and source.name in ("arith.constant", "util.global.load")
         return "a constant tensor" if constant else "a computed tensor"
-    function = op.parent
-    while function is not None and function.name not in ("util.func", "func.func"):
-        function = function.parent
-    name = signature.input_name(function, index) if function is not None else None
+    name = signature.input_name(op, index)
     return f"input {index} `{name}`" if name else f"input {index}"
 
 
