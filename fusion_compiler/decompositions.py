@@ -123,6 +123,36 @@ def _topk_sorted(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (aten's
     return aten.topk.default(x, k, dim, largest, True)
 
 
+_FEW_SCATTERED = 16  # positions per slice up to which a scatter is compared, not indexed
+
+
+def _scatter_by_compare(x, dim, index, src):
+    """``x.scatter(dim, index, src)`` with few positions per slice (an MoE router's top k
+    written into a row of -inf, Llama 4's) as one select per position: ``where(index[k] ==
+    position, src[k], ...)``. IREE 3.13's CPU code generation of its scatter failed on
+    Llama 4 (a ``vector.gather`` from a strided column of the sorted top k, left as an
+    ``unrealized_conversion_cast``). Where an index repeats, the last write wins, one of
+    the answers PyTorch allows. Other scatters keep the op (NotImplemented)."""
+    dim = dim % x.dim()
+    covered = index.dim() == x.dim() and all(
+        index.shape[d] == x.shape[d] for d in range(x.dim()) if d != dim
+    )
+    if not covered or index.shape[dim] > _FEW_SCATTERED:
+        return NotImplemented
+    if isinstance(src, torch.Tensor):
+        src = src[tuple(slice(0, n) for n in index.shape)]
+    else:  # a number: in x's type, as scatter writes it
+        src = torch.scalar_tensor(src, dtype=x.dtype, device=x.device)
+    shape = [1] * x.dim()
+    shape[dim] = x.shape[dim]
+    positions = torch.arange(x.shape[dim], device=x.device).view(shape)
+    out = x
+    for k in range(index.shape[dim]):
+        value = src.narrow(dim, k, 1) if src.dim() else src
+        out = torch.where(index.narrow(dim, k, 1) == positions, value, out)
+    return out
+
+
 TABLE: dict[torch._ops.OpOverload, Callable] = {
     **get_decompositions(_TORCH_DECOMPOSED),
     **{op: torch.export.default_decompositions()[op] for op in _COMPOSED},
@@ -141,6 +171,8 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.gelu.default: _gelu_tanh,
     aten.squeeze.dims: _squeeze_dims,
     aten.topk.default: _topk_sorted,
+    aten.scatter.src: _scatter_by_compare,
+    aten.scatter.value: _scatter_by_compare,
     aten.__and__.Tensor: _bitwise(torch.bitwise_and),
     aten.__and__.Scalar: _bitwise(torch.bitwise_and),
     aten.__or__.Tensor: _bitwise(torch.bitwise_or),

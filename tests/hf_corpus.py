@@ -118,7 +118,7 @@ ARCHS: dict[str, Arch] = {
             ),
         ),
         # its rotary embedding multiplies complex numbers (torch.polar, view_as_complex);
-        # dense layers (its MoE layers: IREE's CPU code generation fails on the router)
+        # a dense layer, then an MoE layer whose router scatters its top k into -inf
         Arch(
             "llama4_text",
             _decoder(
@@ -127,7 +127,10 @@ ARCHS: dict[str, Arch] = {
                 intermediate_size_mlp=128,
                 attention_chunk_size=8,
                 no_rope_layers=[1, 0],
-                moe_layers=[],
+                moe_layers=[1],
+                num_local_experts=2,
+                num_experts_per_tok=1,
+                experts_implementation="batched_mm",
             ),
         ),
         Arch("bert", _decoder(), kind="encoder"),

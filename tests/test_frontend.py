@@ -86,7 +86,15 @@ FORMS = {
     "weight-norm": _WeightNormConv,
     # DeepSeek-V3's router: IREE 3.13 lowers only the sorted top k
     "topk-unsorted": lambda: _Fn(lambda x: x.gather(1, x.topk(2, sorted=False)[1]).sum(-1)),
+    # Llama 4's router: its top k written into a row of -inf (compared, not indexed)
+    "scatter-top-k": lambda: _Fn(_top_k_scores),
+    "scatter-number": lambda: _Fn(lambda x: x.scatter(0, x[:2].argsort(0)[:1], 2.0) * x),
 }
+
+
+def _top_k_scores(x: torch.Tensor) -> torch.Tensor:
+    values, indices = x.topk(3, dim=1)
+    return torch.full_like(x, float("-inf")).scatter_(1, indices, values).sigmoid()
 
 
 def _batch_norm() -> torch.nn.Module:
