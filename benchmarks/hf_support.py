@@ -63,7 +63,7 @@ def _case(name: str, impl: str, target: str) -> str:
         bool(torch.isfinite(got).all())
         and error < 1e-4
         and module.stats["attention_ops"] == expected
-        and module.stats["softmax_ops"] == 0
+        and module.stats["softmax_ops"] == hf_corpus.ARCHS[name].softmaxes
     )
     mask = f" {_mask_source(module)} |" if target == "vulkan" else ""
     return (
@@ -104,9 +104,10 @@ def main() -> int:
         f"`.venv/bin/python benchmarks/hf_support.py {command}`, {date.today()}, "
         f"{platform.machine()} ({torch.get_num_threads()} threads), torch {torch.__version__}, "
         f"transformers {transformers.__version__}{device}.\n\n"
-        f"{passed} of {len(CASES)} cases pass: every attention fused, no softmax left, rel. "
-        "error < 1e-4 against the model in PyTorch (float32), on inputs with a padding mask "
-        "(decoders padded on the left, so causal rows of the padded sequence see no key).\n\n"
+        f"{passed} of {len(CASES)} cases pass: every attention fused, no softmax left but "
+        "MoE routers', rel. error < 1e-4 against the model in PyTorch (float32), on inputs "
+        "with a padding mask (decoders padded on the left, so causal rows of the padded "
+        "sequence see no key).\n\n"
     )
     args.out.write_text(header + "\n".join(rows) + "\n")
     return 0 if passed == len(CASES) else 1

@@ -9,6 +9,17 @@ The shape the torch front end gives ``softmax(f(Q @ Kᵀ)) @ V``::
 
 and the replacement, ``iree_linalg_ext.attention(Q3, Kt3, V3, slope, f(0))``, reads
 K through its transposed copy with the map ``(b, m, n, k1, k2) -> (b, k1, k2)``.
+
+An attention with a sink (GPT-OSS) appends one learned logit per row to the scores and
+drops its column from the probabilities::
+
+    c = concat(f(Q @ Kᵀ), sink)           # last dim, the sink's of size 1
+    p = softmax(c - max(c))[..., :-1]     # the max subtracted or not
+
+The sink is a key whose value row is zero: it only adds exp(sink) to each row's sum. It
+becomes ``iree_linalg_ext.online_attention`` started from that key: accumulator 0,
+running max the sink (in the op's base-2 domain, log2(e)·sink) and running sum 1, then
+accumulator / sum.
 """
 
 from __future__ import annotations
@@ -16,8 +27,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fusion_compiler.dialects import linalg, score, softmax
-from fusion_compiler.dialects.builders import empty, zeros
-from fusion_compiler.dialects.linalg_ext import ATTENTION, MASK_REPLACES, softcap_region
+from fusion_compiler.dialects.builders import (
+    affine_map,
+    empty,
+    filled,
+    generic,
+    times,
+    to_f32,
+    zeros,
+)
+from fusion_compiler.dialects.linalg_ext import (
+    ATTENTION,
+    LOG2E,
+    MASK_REPLACES,
+    ONLINE_ATTENTION,
+    softcap_region,
+)
 
 from fusion_compiler.ir import dialects, ir
 
@@ -34,6 +59,7 @@ class Attention:
     score_inputs: list[int]  # which operand of each score op carries the score
     score: score.Affine  # what the score ops do: slope·g(s) + mask
     ops: list[ir.Operation] = field(default_factory=list)  # everything the fused op replaces
+    sink: ir.Value | None = None  # the logit appended to each row (..., M, 1), if any
 
 
 @dataclass(frozen=True)
@@ -120,9 +146,13 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
     probs = pv.operands[0]
     replaced = [pv]
     op = linalg.producer(probs)
+    sink_dropped = False  # the probabilities lost their last column (a sink's)
     while op is not None and (
-        op.name == "tensor.collapse_shape" or (linalg.is_generic(op) and _is_cast(op))
+        op.name == "tensor.collapse_shape"
+        or (linalg.is_generic(op) and _is_cast(op))
+        or (not sink_dropped and _drops_last_column(op))
     ):
+        sink_dropped = sink_dropped or op.name == "tensor.extract_slice"
         replaced.append(op)
         op = linalg.producer(op.operands[0])
     if op is not None and op.name == "tensor.reshape" and _leads_to_softmax(op.operands[0]):
@@ -137,9 +167,15 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
     if found.form != "decomposed":
         return NearMiss(pv, "only the decomposed softmax is matched so far")
     replaced += found.ops
+    value, sink = found.input, None
+    if sink_dropped:
+        found_sink = _sink(value, rank)
+        if isinstance(found_sink, str):
+            return NearMiss(pv, found_sink)
+        value, sink, sink_ops = found_sink
+        replaced += sink_ops
 
     score_ops, score_inputs, total = [], [], score.Affine(1.0, False)
-    value = found.input
     while True:
         op = linalg.producer(value)
         if op is None:
@@ -194,7 +230,85 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
         return NearMiss(pv, "the scores are reshaped more than once")
     if expands and _splits_keys(expands[0]):
         return NearMiss(pv, "the key dim is split before the softmax: it is over part of the keys")
-    return Attention(qk, pv, score_ops, score_inputs, total, replaced)
+    if sink is not None and not _sink_fits(sink, qk, expands):
+        return NearMiss(pv, "the sink logits are not one per (batch, query row) of the scores")
+    return Attention(qk, pv, score_ops, score_inputs, total, replaced, sink)
+
+
+def _drops_last_column(op: ir.Operation) -> bool:
+    """A ``tensor.extract_slice`` that keeps all but the last entry of the last dim."""
+    found = linalg.plain_slice(op)
+    if found is None:
+        return False
+    offsets, sizes = found
+    shape = ir.RankedTensorType(op.operands[0].type).shape
+    return not any(offsets) and sizes == [*shape[:-1], shape[-1] - 1] and shape[-1] > 1
+
+
+def _sink(value: ir.Value, rank: int) -> tuple[ir.Value, ir.Value, list] | str:
+    """(the scores, the sink, the ops between) of ``concat(scores, sink) [- max]``, the
+    softmax input of an attention whose probabilities drop their last column; or why not.
+    Subtracting the row's max changes no softmax: it is dropped."""
+    ops: list[ir.Operation] = []
+    op = linalg.producer(value)
+    while op is not None and linalg.is_elementwise_payload(op, "arith.subf"):
+        x, row_max = linalg.inputs(op)
+        peak, reshapes = linalg.producer_and_reshapes(row_max)
+        if (
+            peak is None
+            or linalg.reduction_payload(peak) != "arith.maximumf"
+            or linalg.inputs(peak)[0] != x
+            or linalg.reduction_dims(peak) != [rank - 1]
+        ):
+            return "the scores and the sink are shifted by something other than their row max"
+        ops += [op, *reshapes, peak]
+        op = linalg.producer(x)
+    if op is None or op.name != "tensor.concat" or len(op.operands) != 2:
+        return "the softmax's last column is dropped, but it is not a concatenated sink"
+    if ir.IntegerAttr(op.attributes["dim"]).value != rank - 1:
+        return "the sink is concatenated along a dim other than the keys"
+    scores, sink = op.operands
+    if ir.RankedTensorType(sink.type).shape[-1] != 1 or _leads_to_matmul(sink):
+        return "the dropped column is not one logit per row that the scores do not compute"
+    return scores, sink, [*ops, op]
+
+
+def _sink_fits(sink: ir.Value, qk: ir.Operation, expands: list[ir.Operation]) -> bool:
+    """Whether ``sink`` has one logit per row of QK's scores: (B, M, 1) as they are, or
+    (B1, B2, M, 1) as their one expand made them; static."""
+    shape = ir.RankedTensorType(sink.type).shape
+    spaces = [qk.results[0], *(e.results[0] for e in expands)]
+    rows = [ir.RankedTensorType(v.type).shape[:-1] for v in spaces]
+    static = all(not ir.ShapedType.is_dynamic_size(d) for d in shape)
+    return static and any(shape == [*r, 1] for r in rows)
+
+
+def _sink_rows(found: Attention) -> ir.Value:
+    """The sink as (B, M) f32 over QK's rows, times log2(e): the op's base-2 domain."""
+    sink = found.sink
+    shape = ir.RankedTensorType(sink.type).shape
+    rows = ir.RankedTensorType(found.qk.results[0].type).shape[:-1]
+    element = ir.RankedTensorType(sink.type).element_type
+    groups = [[d] for d in range(len(shape))]
+    if shape[:-1] != rows:  # in the space of the scores' expand: its batch dims merged
+        (expand,) = [o for o in found.score_ops if o.name == "tensor.expand_shape"]
+        groups = linalg.reassociation(expand)
+    groups = [*groups[:-2], groups[-2] + groups[-1]]  # the row's dims take the unit key dim
+    i64 = ir.IntegerType.get_signless(64)
+    reassociation = ir.ArrayAttr.get(
+        [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups]
+    )
+    collapsed = dialects.tensor.CollapseShapeOp(
+        ir.RankedTensorType.get(rows, element), sink, reassociation
+    ).result
+    identity = affine_map(len(rows), list(range(len(rows))))
+    return generic(
+        [collapsed],
+        empty([(collapsed, i) for i in range(len(rows))], ir.F32Type.get()),
+        [identity, identity],
+        ["parallel"] * len(rows),
+        lambda x, _: times(to_f32(x), LOG2E),
+    )
 
 
 def _undone(expands: list, collapses: list, qk: ir.Operation) -> bool:
@@ -258,11 +372,12 @@ def _is_upcast(op: ir.Operation) -> bool:
     return len(body) == 2 and body[0].name == "arith.extf"
 
 
-def _maps(has_mask: bool) -> ir.ArrayAttr:
+def _maps(has_mask: bool, online: bool = False) -> ir.ArrayAttr:
     # (d0, d1, d2, d3, d4) = (batch, m, n, k1, k2)
     rows = ["(d0, d1, d3)", "(d0, d3, d4)", "(d0, d4, d2)", "()"]
     rows += ["(d0, d1, d4)"] if has_mask else []
     rows += ["(d0, d1, d2)"]
+    rows += ["(d0, d1)", "(d0, d1)"] if online else []  # the running max and sum
     return ir.ArrayAttr.get(
         [ir.Attribute.parse(f"affine_map<(d0, d1, d2, d3, d4) -> {r}>") for r in rows]
     )
@@ -282,12 +397,22 @@ def build(found: Attention) -> ir.Value:
             operands.append(_mask(found))
         out_type = ir.RankedTensorType(result_type)
         probs = found.pv.operands[0]  # (B, M, K2) x (B, K2, N) -> (B, M, N)
-        operands.append(empty([(probs, 0), (probs, 1), (v, 2)], out_type.element_type))
+        out_axes = [(probs, 0), (probs, 1), (v, 2)]
+        if found.sink is None:
+            name, results = ATTENTION, [result_type]
+            operands.append(empty(out_axes, out_type.element_type))
+        else:  # started from the sink: nothing accumulated, its max, a sum of exp2(0) = 1
+            name = ONLINE_ATTENTION
+            f32 = ir.F32Type.get()
+            start = filled(out_axes, 0.0)
+            row_max, row_sum = _sink_rows(found), filled(out_axes[:2], 1.0)
+            operands += [start, row_max, row_sum]
+            results = [start.type, row_max.type, row_sum.type]
         op = ir.Operation.create(
-            ATTENTION,
-            results=[result_type],
+            name,
+            results=results,
             operands=operands,
-            attributes={"indexing_maps": _maps(term.offset)},
+            attributes={"indexing_maps": _maps(term.offset, found.sink is not None)},
             regions=1,
         )
         if term.replaces:
@@ -298,4 +423,19 @@ def build(found: Attention) -> ir.Value:
                 ir.Operation.create("iree_linalg_ext.yield", operands=[block.arguments[0]])
             else:
                 softcap_region(block, term.slope)
-    return op.results[0]
+        if found.sink is None:
+            return op.results[0]
+        identity, rows = affine_map(3, [0, 1, 2]), affine_map(3, [0, 1])
+        element = out_type.element_type
+
+        def normalised(acc: ir.Value, total: ir.Value, _: ir.Value) -> ir.Value:
+            value = dialects.arith.DivFOp(acc, total).result
+            return value if element == f32 else dialects.arith.TruncFOp(element, value).result
+
+        return generic(
+            [op.results[0], op.results[2]],
+            empty(out_axes, element),
+            [identity, rows, identity],
+            ["parallel"] * 3,
+            normalised,
+        )

@@ -24,6 +24,9 @@ from fusion_compiler.dialects.expr import SWAMPS
 from fusion_compiler.ir import dialects, ir
 
 ATTENTION = "iree_linalg_ext.attention"
+# The same computation from a given running state (accumulator, max, sum), unnormalised:
+# an attention with a sink starts from the sink's key (``dialects.attention``).
+ONLINE_ATTENTION = "iree_linalg_ext.online_attention"
 
 # IREE 3.13 hands the score region x = scale·log2(e)·s and reads its result in the same
 # base-2 domain (it computes exp2); measured on llvm-cpu, where
@@ -74,12 +77,12 @@ def mask_replaces(op: ir.Operation) -> bool:
     return MASK_REPLACES in op.attributes
 
 
-def find_all(module: ir.Operation) -> list[ir.Operation]:
-    """Every iree_linalg_ext.attention in ``module``, in order."""
+def find_all(module: ir.Operation, name: str = ATTENTION) -> list[ir.Operation]:
+    """Every iree_linalg_ext.attention (or op ``name``) in ``module``, in order."""
     found: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == ATTENTION:
+        if op.name == name:
             found.append(op.operation)
         return ir.WalkResult.ADVANCE
 
@@ -109,7 +112,8 @@ def has_plain_region(op: ir.Operation) -> bool:
 def head_dim(op: ir.Operation) -> int:
     """K1, the QK contraction size, of an iree_linalg_ext.attention."""
     maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
-    q_dims, out_dims = dims(maps[0]), dims(maps[-1])
+    out = len(maps) - len(op.results)  # an online_attention's running max and sum follow
+    q_dims, out_dims = dims(maps[0]), dims(maps[out])
     (k1_pos,) = [i for i, d in enumerate(q_dims) if d not in out_dims]
     return ir.RankedTensorType(op.operands[0].type).shape[k1_pos]
 
@@ -194,19 +198,21 @@ def _add_mask(score: ir.Value, mask: ir.Value, replaces: bool) -> ir.Value:
     return out
 
 
-def decompose(op: ir.Operation) -> ir.Value:
+def decompose(op: ir.Operation) -> list[ir.Value]:
     """iree_linalg_ext.attention -> QKᵀ, scale and mask, linalg.softmax, P·V (f32 sums).
 
     The mask as PyTorch applies it (``_add_mask``), and rows with no key above -inf 0,
     as ``F.scaled_dot_product_attention`` gives them: exact on its own, it needs none of
-    fusion-guard-masked-rows' adjustments to IREE's op. Inserted before ``op``; returns
-    the value that replaces its result.
+    fusion-guard-masked-rows' adjustments to IREE's op. An online_attention the same up
+    to the softmax, then its running values updated from its start (``_online``).
+    Inserted before ``op``; returns the values that replace its results.
     """
     maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
     q, k, v, scale = list(op.operands)[:4]
-    mask = op.operands[4] if len(maps) == 6 else None
+    n_inputs = len(maps) - len(op.results)
+    mask = op.operands[4] if n_inputs == 5 else None
     replaces = mask_replaces(op)
-    q_map, k_map, v_map, o_map = maps[0], maps[1], maps[2], maps[-1]
+    q_map, k_map, v_map, o_map = maps[0], maps[1], maps[2], maps[n_inputs]
     n_dims = q_map.n_dims
     (k1,) = [d for d in dims(q_map) if d not in dims(o_map)]
     (n,) = [d for d in dims(o_map) if d not in dims(q_map)]
@@ -260,6 +266,13 @@ def decompose(op: ir.Operation) -> ir.Value:
             ["parallel"] * rank,
             scaled,
         )
+        if op.name == ONLINE_ATTENTION:
+            pv_maps = [
+                affine_map(n_dims - 1, within(d, k1))
+                for d in (score_dims, dims(v_map), dims(o_map))
+            ]
+            start = [(op.operands[n_inputs + i], dims(maps[n_inputs + i])) for i in range(3)]
+            return _online(logits, v, start, score_dims, pv_maps, k2)
         destination = empty([sizes[d] for d in score_dims], ir.F32Type.get())
         softmax_op = dialects.linalg.SoftmaxOp([logits.type], logits, destination, rank - 1)
         probs = softmax_op.results[0]
@@ -289,7 +302,80 @@ def decompose(op: ir.Operation) -> ir.Value:
                 ["parallel"] * out_type.rank,
                 lambda x, _: dialects.arith.TruncFOp(out_type.element_type, x).result,
             )
-    return out
+    return [out]
+
+
+def _online(
+    logits: ir.Value,
+    v: ir.Value,
+    start: list[tuple[ir.Value, list[int]]],
+    score_dims: list[int],
+    pv_maps: list[ir.AffineMapAttr],
+    k2: int,
+) -> list[ir.Value]:
+    """An online_attention's results from its scaled, masked ``logits`` (natural log
+    domain, over ``score_dims``) and its ``start``: (accumulator, max, sum), each with
+    its loop dims. In the op's base 2: x = log2(e)·logits, m = max(m0, rowmax x),
+    p = exp2(x - m), sum = sum0·exp2(m0 - m) + rowsum p, acc = acc0·exp2(m0 - m) + p·V."""
+    (acc0, acc_dims), (max0, row_dims), (sum0, _) = start
+    f32 = ir.F32Type.get()
+    rank = len(score_dims)
+    scores = affine_map(rank, list(range(rank)))
+    rows = affine_map(rank, [score_dims.index(d) for d in row_dims])
+    row_only = affine_map(len(row_dims), list(range(len(row_dims))))
+    kinds = ["reduction" if d == k2 else "parallel" for d in score_dims]
+    extents = axes(max0)
+
+    def rowwise(inputs: list[ir.Value], body) -> ir.Value:
+        maps = [row_only] * (len(inputs) + 1)
+        return generic(inputs, empty(extents, f32), maps, ["parallel"] * len(extents), body)
+
+    def maximum(a: ir.Value, b: ir.Value) -> ir.Value:
+        return dialects.arith.MaximumFOp(a, b).result
+
+    def add(a: ir.Value, b: ir.Value) -> ir.Value:
+        return dialects.arith.AddFOp(a, b).result
+
+    def scaled(a: ir.Value, factor: ir.Value, _: ir.Value) -> ir.Value:
+        return dialects.arith.MulFOp(to_f32(a), factor).result
+
+    every = ["parallel"] * rank
+    x = generic(
+        [logits], empty(axes(logits), f32), [scores, scores], every, lambda s, _: times(s, LOG2E)
+    )
+    row_max = generic([x], rowwise([max0], lambda m, _: to_f32(m)), [scores, rows], kinds, maximum)
+    alpha = rowwise([max0, row_max], lambda m0, m, _: _exp2(to_f32(m0), m))
+    p = generic(
+        [x, row_max],
+        empty(axes(x), f32),
+        [scores, rows, scores],
+        every,
+        lambda a, m, _: _exp2(a, m),
+    )
+    total = generic([p], rowwise([sum0, alpha], scaled), [scores, rows], kinds, add)
+    acc_rank = len(acc_dims)
+    acc_ident = affine_map(acc_rank, list(range(acc_rank)))
+    acc_rows = affine_map(acc_rank, [acc_dims.index(d) for d in row_dims])
+    acc = generic(
+        [acc0, alpha],
+        empty(axes(acc0), f32),
+        [acc_ident, acc_rows, acc_ident],
+        ["parallel"] * acc_rank,
+        scaled,
+    )
+    acc = generic(
+        [p, v],
+        acc,
+        pv_maps,
+        ["reduction" if d == k2 else "parallel" for d in sorted({*score_dims, *acc_dims})],
+        lambda a, b, c: add(c, dialects.arith.MulFOp(a, to_f32(b)).result),
+    )
+    return [acc, row_max, total]
+
+
+def _exp2(a: ir.Value, b: ir.Value) -> ir.Value:
+    """exp2(a - b)."""
+    return dialects.math.Exp2Op(dialects.arith.SubFOp(a, b).result).result
 
 
 # The layout handled: one batch dim; (b, m, k1) x (b, k2, k1) or (b, k1, k2) x (b, k2, n).
@@ -311,9 +397,13 @@ def layout(op: ir.Operation, allow_dynamic: bool = False) -> Layout | str:
 
     ``allow_dynamic``: dynamic sizes are fine for the caller (the generated kernel)."""
     maps = [dims(ir.AffineMapAttr(a).value) for a in op.attributes["indexing_maps"]]
-    has_mask = len(maps) == 6
-    if maps[0] != _Q or maps[2] != _V or maps[-1] != _OUT or (has_mask and maps[4] != _MASK):
+    inputs = len(maps) - len(op.results)  # online_attention: also a running max and sum
+    has_mask = inputs == 5
+    out, *running = maps[inputs:]
+    if maps[0] != _Q or maps[2] != _V or out != _OUT or (has_mask and maps[4] != _MASK):
         return "operand layout other than (batch, rows, cols) for Q, V, mask and output"
+    if any(r != _OUT[:2] for r in running):
+        return "a running max or sum laid out other than (batch, rows)"
     if maps[1] not in (_K_ROWS, _K_COLUMNS):
         return "K layout other than (batch, k2, k1) or (batch, k1, k2)"
     if has_mask and not _is_float(op.operands[4]):

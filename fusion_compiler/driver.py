@@ -115,13 +115,13 @@ class IRDumper:
         self.count += 1
 
 
-def _count(module: ir.Operation, name: str, *attributes: str) -> int:
-    """Ops named ``name``, or carrying one of ``attributes``."""
+def _count(module: ir.Operation, names: tuple[str, ...], *attributes: str) -> int:
+    """Ops with one of ``names``, or carrying one of ``attributes``."""
     n = 0
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         nonlocal n
-        n += op.name == name or any(a in op.attributes for a in attributes)
+        n += op.name in names or any(a in op.attributes for a in attributes)
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)
@@ -185,7 +185,7 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
     # the passes read the constants' elements (a registered mask's causality)
     with linalg.resources(session.context, constants):
         op = module.operation
-        if isinstance(source, str) and not _count(op, "func.func") + _count(op, "util.func"):
+        if isinstance(source, str) and not _count(op, ("func.func", "util.func")):
             raise EmptyModuleError(filename or "the MLIR text")
         dumper.write(stage.value, op)
         result = CompiledModule(tgt, stage, None, None)
@@ -222,7 +222,10 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
         dumper.write(Stage.FUSED.value, op)
         # Fused attentions: IREE's op, our online-softmax loop nest, or a generated kernel.
         result.stats["attention_ops"] = _count(
-            op, linalg_ext.ATTENTION, online_softmax.MARKER, dispatch.MARKER
+            op,
+            (linalg_ext.ATTENTION, linalg_ext.ONLINE_ATTENTION),
+            online_softmax.MARKER,
+            dispatch.MARKER,
         )
         result.stats["softmax_ops"] = sum(
             isinstance(found, softmax.Softmax) for found in softmax.find_all(op)
@@ -238,7 +241,7 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
             if phase is Stage.STREAM and caller_storage.pin_transient_sizes(op):
                 dumper.write("fusion-caller-storage-sizes", op)
             if phase is Stage.FLOW:
-                result.stats["dispatches"] = _count(op, "flow.dispatch")
+                result.stats["dispatches"] = _count(op, ("flow.dispatch",))
             if phase is compile_to:
                 return done(phase)
         result.vmfb = session.to_vmfb(op)

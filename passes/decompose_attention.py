@@ -28,8 +28,10 @@ class Options:
 
 
 def decompose_attention(op: ir.Operation) -> None:
-    """iree_linalg_ext.attention -> generic(QKᵀ), generic(scale, mask), softmax, generic(PV)."""
-    op.results[0].replace_all_uses_with(linalg_ext.decompose(op))
+    """iree_linalg_ext.attention -> generic(QKᵀ), generic(scale, mask), softmax, generic(PV);
+    an online_attention the same up to the softmax, then its running values."""
+    for result, value in zip(op.results, linalg_ext.decompose(op), strict=True):
+        result.replace_all_uses_with(value)
     op.erase()
 
 
@@ -54,12 +56,14 @@ def _why(op: ir.Operation, options: Options) -> str | None:
 
 
 def run(module: ir.Operation, options: Options) -> None:
-    for op in linalg_ext.find_all(module):
+    online = linalg_ext.find_all(module, linalg_ext.ONLINE_ATTENTION)
+    for op in linalg_ext.find_all(module) + online:
         why = _why(op, options)
         if why is None:
             if linalg_ext.mask_replaces(op):
                 remarks.emit(op.location, _KEPT_ADDING)
             continue
-        location = op.location
+        location, online = op.location, op.name == linalg_ext.ONLINE_ATTENTION
         decompose_attention(op)
-        remarks.emit(location, f"attention decomposed into matmul, softmax, matmul{why}")
+        parts = "matmul, running max and sum, matmul" if online else "matmul, softmax, matmul"
+        remarks.emit(location, f"attention decomposed into {parts}{why}")

@@ -57,6 +57,7 @@ def run(module: ir.Operation, options: Options) -> None:
         if isinstance(found, attention.Attention):
             location = pv.location
             fuse_attention(found)
-            remarks.emit(location, f"fused attention ({describe(found.score)})")
+            sink = ", with a sink" if found.sink is not None else ""
+            remarks.emit(location, f"fused attention ({describe(found.score)}{sink})")
         elif isinstance(found, attention.NearMiss):
             remarks.emit(found.op.location, f"attention not fused: {found.reason}")

@@ -30,6 +30,7 @@ from fusion_compiler.dialects import causal, expr, hal, linalg, linalg_ext
 from fusion_compiler.dialects.builders import (
     Size,
     affine_map,
+    dims,
     empty_of,
     erase_dead,
     extract_slice,
@@ -243,14 +244,44 @@ def rewrite_online_softmax(
     spans: Spans | None = None,
     per_call: str | None = None,
 ) -> None:
-    """iree_linalg_ext.attention -> scf.for(Q blocks) { scf.for(K blocks) { FA2 step } }."""
-    result = build(op, form, block_q, block_k, spans, per_call)
-    op.results[0].replace_all_uses_with(result)
-    erase_dead([op])  # and the mask producers, now re-run per block inside the loop
+    """iree_linalg_ext.attention -> scf.for(Q blocks) { scf.for(K blocks) { FA2 step } };
+    an online_attention and the division that normalises it (``normaliser``) the same,
+    each row's running values started from the op's."""
+    normalising = normaliser(op) if op.name == linalg_ext.ONLINE_ATTENTION else None
+    replaced = normalising or op
+    result = build(op, form, block_q, block_k, spans, per_call, replaced)
+    replaced.results[0].replace_all_uses_with(result)
+    # and the mask producers, now re-run per block inside the loop
+    erase_dead([replaced, op] if normalising else [op])
+
+
+def normaliser(op: ir.Operation) -> ir.Operation | None:
+    """The one user of an online_attention's results, if it is ``acc / sum`` (then cast,
+    or not) over (batch, rows, cols) and the running max is not read: what an attention
+    with a sink is (``dialects.attention``)."""
+    acc, row_max, total = op.results
+    users = [use.owner.operation for r in (acc, total) for use in r.uses]
+    if len(users) != 2 or users[0] != users[1] or any(True for _ in row_max.uses):
+        return None
+    user = users[0]
+    if not linalg.is_generic(user) or list(linalg.inputs(user)) != [acc, total]:
+        return None
+    if [dims(m) for m in linalg.indexing_maps(user)] != [[0, 1, 2], [0, 1], [0, 1, 2]]:
+        return None
+    body = [o.name for o in user.regions[0].blocks[0].operations]
+    if body not in (["arith.divf", "linalg.yield"], ["arith.divf", "arith.truncf", "linalg.yield"]):
+        return None
+    return user
+
+
+def _attentions(module: ir.Operation) -> list[ir.Operation]:
+    """The attention ops, and the online_attention ops that ``normaliser`` finds."""
+    online = linalg_ext.find_all(module, linalg_ext.ONLINE_ATTENTION)
+    return linalg_ext.find_all(module) + [op for op in online if normaliser(op) is not None]
 
 
 def run(module: ir.Operation, options: Options) -> None:
-    for op in linalg_ext.find_all(module):
+    for op in _attentions(module):
         form = linalg_ext.layout(op)
         if isinstance(form, str):
             remarks.emit(op.location, f"attention left to IREE: {form}")
@@ -336,13 +367,18 @@ def build(
     block_k: int,
     spans: Spans | None = None,
     per_call: str | None = None,
+    replaced: ir.Operation | None = None,
 ) -> ir.Value:
-    """Inserts the loop nest before ``op``; returns the value replacing its result."""
+    """Inserts the loop nest before ``replaced`` (``op``, or the normaliser of an
+    online_attention); returns the value replacing its result."""
     q, k, v, scale = list(op.operands)[:4]
     mask = op.operands[4] if form.has_mask else None
-    out_init = op.operands[-1]
-    out_type = ir.RankedTensorType(op.results[0].type)
-    with ir.InsertionPoint(op), op.location:
+    replaced = replaced or op
+    out_init = replaced.operands[-1]
+    out_type = ir.RankedTensorType(replaced.results[0].type)
+    # an online_attention's running accumulator, max and sum to start from
+    start = list(op.operands)[-3:] if op.name == linalg_ext.ONLINE_ATTENTION else None
+    with ir.InsertionPoint(replaced), op.location:
         # Measured: when K and V reach the loop as broadcasts of one KV head (MQA, batch
         # 1), IREE 3.13 fuses them into the loop's dispatches and llvm-cpu computes
         # garbage once the keys exceed 256 rows (uninitialised reads, changing per run;
@@ -367,11 +403,14 @@ def build(
             i = outer.induction_variable
             tm = tile_size(i, rows, block_q)
             q_i = extract_slice(q, [0, i, 0], [batch, tm, depth])
-            running = [
-                full([batch, tm], _LOWEST),
-                full([batch, tm], 0.0),
-                full([batch, tm, width], 0.0),
-            ]
+            if start is None:
+                running = [
+                    full([batch, tm], _LOWEST),
+                    full([batch, tm], 0.0),
+                    full([batch, tm, width], 0.0),
+                ]
+            else:
+                running = _started(start, i, [batch, tm, width])
             keys_bound = _as_index(keys)
             if form.causal_offset is not None:
                 # causal tile skipping: rows i .. i+tm-1 see keys up to i + tm - 1 + c
@@ -440,6 +479,28 @@ def build(
                 hal.wait(ring[0])
             dialects.scf.YieldOp([insert_slice(o_i, done_before, [0, i, 0]), *ring[1:]])
     return outer.results[0]
+
+
+def _started(start: list[ir.Value], i: ir.Value, sizes: list[Size]) -> list[ir.Value]:
+    """The running max, sum and accumulator of query rows ``i`` read from an
+    online_attention's ``start`` (accumulator, max, sum), each in a tensor of its own
+    (updated in place, see ``_block_step``); the max at least the lowest finite f32, as
+    ``_LOWEST`` is there for."""
+    acc, row_max, total = start
+    f32 = ir.F32Type.get()
+
+    def copy(value: ir.Value, sizes: list[Size], floor: float | None = None) -> ir.Value:
+        rank = len(sizes)
+        tile = extract_slice(value, [0, i, 0][:rank], sizes)
+
+        def body(x: ir.Value, _: ir.Value) -> ir.Value:
+            x = to_f32(x)
+            return x if floor is None else dialects.arith.MaximumFOp(x, _f(floor)).result
+
+        identity = [affine_map(rank, list(range(rank)))] * 2
+        return generic([tile], empty_of(sizes, f32), identity, ["parallel"] * rank, body)
+
+    return [copy(row_max, sizes[:2], _LOWEST), copy(total, sizes[:2]), copy(acc, sizes)]
 
 
 def _lag(rows: Size, keys: Size, block_q: int, block_k: int) -> int:

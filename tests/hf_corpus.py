@@ -27,6 +27,7 @@ class Arch:
     kind: str = "decoder"  # decoder | encoder | seq2seq | vision | speech
     attentions: int = 2
     auto: str = "AutoModel"
+    softmaxes: int = 0  # softmaxes that are no attention's (an MoE router's, per layer)
 
 
 # Special tokens inside the tiny vocabulary (the configs' defaults index a real one).
@@ -132,6 +133,21 @@ ARCHS: dict[str, Arch] = {
                 num_experts_per_tok=1,
                 experts_implementation="batched_mm",
             ),
+        ),
+        # a learned sink logit per head in every softmax; sliding-window and full layers;
+        # its router's softmax over the top k experts stays a softmax
+        Arch(
+            "gpt_oss",
+            _decoder(
+                num_key_value_heads=2,
+                head_dim=16,
+                num_local_experts=2,
+                num_experts_per_tok=2,
+                sliding_window=8,
+                layer_types=["sliding_attention", "full_attention"],
+                experts_implementation="batched_mm",
+            ),
+            softmaxes=2,
         ),
         Arch("bert", _decoder(), kind="encoder"),
         Arch("roberta", _decoder(pad_token_id=1), kind="encoder"),

@@ -22,7 +22,7 @@ import hf_corpus  # noqa: E402  (needs transformers)
 pytestmark = pytest.mark.slow
 
 # transformers has no SDPA path for these: they always run their eager attention.
-EAGER_ONLY = {"gemma2", "bloom", "xglm"}
+EAGER_ONLY = {"gemma2", "bloom", "xglm", "gpt_oss"}
 # Every architecture builds its masks with transformers' masking_utils and runs SDPA
 # through its shared sdpa_attention_forward; their eager attentions are copies of one
 # function. Each run compiles every architecture once, in one of its two spellings
@@ -59,7 +59,7 @@ def test_architecture_fused_and_matches_pytorch(name: str, impl: str) -> None:
     program = torch.export.export(model, inputs(), strict=False)
     module = fc.compile(program, target="cpu")
     assert module.stats["attention_ops"] == hf_corpus.ARCHS[name].attentions, module.remarks
-    assert module.stats["softmax_ops"] == 0
+    assert module.stats["softmax_ops"] == hf_corpus.ARCHS[name].softmaxes, module.remarks
     fresh = inputs()
     with torch.no_grad():
         want = model(*fresh)

@@ -1,0 +1,152 @@
+"""Attention with a sink (GPT-OSS): one learned logit per head appended to every row of
+scores before the softmax, its column dropped after. Fused into one online attention
+started from the sink, on every target, and equal to PyTorch on fresh inputs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import ANY_VULKAN, rel_error
+from test_spirv_attention import needs_glslang, needs_vulkan
+
+import fusion_compiler as fc
+
+B, H, KV, N, D = 2, 4, 2, 32, 16
+
+
+class SinkAttention(torch.nn.Module):
+    """transformers' GPT-OSS eager attention: repeat_kv, scaled scores plus the mask,
+    the sinks concatenated, the row max subtracted (or not), softmax, the sink dropped."""
+
+    def __init__(self, shift: bool = True, scale_sinks: float = 1.0):
+        super().__init__()
+        self.sinks = torch.nn.Parameter(torch.randn(H) * scale_sinks)
+        self.shift = shift
+
+    def forward(self, q, k, v, mask=None):
+        k = k.repeat_interleave(H // KV, dim=1)
+        v = v.repeat_interleave(H // KV, dim=1)
+        scores = torch.matmul(q, k.transpose(2, 3)) * D**-0.5
+        if mask is not None:
+            scores = scores + mask
+        sinks = self.sinks.reshape(1, -1, 1, 1).expand(q.shape[0], -1, q.shape[-2], -1)
+        logits = torch.cat([scores, sinks], dim=-1)
+        if self.shift:
+            logits = logits - logits.max(dim=-1, keepdim=True).values
+        probs = torch.softmax(logits, dim=-1, dtype=logits.dtype)[..., :-1]
+        return torch.matmul(probs, v)
+
+
+def _causal(n: int) -> torch.Tensor:
+    return torch.full((n, n), float("-inf")).triu(1)[None, None].expand(B, 1, n, n)
+
+
+def _left_padded(n: int) -> torch.Tensor:
+    """Causal, and the second sequence's first 5 keys padded: its first 5 rows see no
+    key, and PyTorch gives them the sink's zero value row."""
+    mask = _causal(n).clone()
+    mask[1, :, :, :5] = float("-inf")
+    return mask
+
+
+def _window(n: int, w: int = 8) -> torch.Tensor:
+    rows, keys = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    allowed = (keys <= rows) & (keys > rows - w)
+    return torch.where(allowed, 0.0, float("-inf"))[None, None].expand(B, 1, n, n)
+
+
+MASKS = {"none": None, "causal": _causal, "left-padded": _left_padded, "window": _window}
+
+
+def _inputs(n: int = N):
+    return torch.randn(B, H, n, D), torch.randn(B, KV, n, D), torch.randn(B, KV, n, D)
+
+
+def _compiled(model, mask, **options):
+    q, k, v = _inputs()
+    args = (q, k, v) if mask is None else (q, k, v, mask(N))
+    return fc.compile(torch.export.export(model, args, strict=False), **options)
+
+
+def _check(module, model, mask, device="local-task", bound=1e-5) -> None:
+    run = fc.load(module, device=device)
+    q, k, v = _inputs()
+    args = (q, k, v) if mask is None else (q, k, v, mask(N))
+    with torch.no_grad():
+        want = model(*args)
+    assert rel_error(run(*args), want) < bound
+
+
+@pytest.mark.parametrize("mask", sorted(MASKS))
+@pytest.mark.parametrize("shift", [True, False], ids=["max-subtracted", "plain"])
+def test_sink_attention_is_one_fused_attention_equal_to_pytorch(mask: str, shift: bool) -> None:
+    model = SinkAttention(shift).eval()
+    module = _compiled(model, MASKS[mask])
+    messages = [r.message for r in module.remarks]
+    assert module.stats["attention_ops"] == 1, messages
+    assert module.stats["softmax_ops"] == 0, messages
+    assert any("with a sink" in m for m in messages), messages
+    assert any("rewritten as online softmax" in m for m in messages), messages
+    _check(module, model, MASKS[mask])
+
+
+def test_a_sink_far_above_or_below_the_scores() -> None:
+    """exp(sink - max) overflows or vanishes in f32 there: the rows come out as PyTorch's
+    (about 0, or the plain attention)."""
+    for scale in (200.0, -200.0):
+        model = SinkAttention(scale_sinks=scale).eval()
+        module = _compiled(model, _causal)
+        assert module.stats["attention_ops"] == 1
+        q, k, v = _inputs()
+        with torch.no_grad():
+            want = model(q, k, v, _causal(N))
+        got = fc.load(module)(q, k, v, _causal(N))
+        assert torch.isfinite(got).all()
+        assert (got - want).abs().max() < 1e-5
+
+
+def test_sink_attention_left_to_irees_online_attention_op() -> None:
+    """attention="iree": the fused op is IREE's own online attention, started from the
+    sink, and IREE lowers it."""
+    model = SinkAttention().eval()
+    module = _compiled(model, _left_padded, attention="iree")
+    assert module.stats["attention_ops"] == 1
+    assert module.stats["softmax_ops"] == 0
+    _check(module, model, _left_padded)
+
+
+def test_fused_ir_starts_the_online_attention_from_the_sink() -> None:
+    model = SinkAttention().eval()
+    fused = _compiled(model, _causal, compile_to="fused", attention="iree")
+    assert "iree_linalg_ext.online_attention" in fused.mlir
+    assert "tensor.concat" not in fused.mlir  # no (B, H, N, N + 1) logits
+
+
+@needs_glslang
+@needs_vulkan
+def test_sink_attention_on_vulkan_matches_pytorch() -> None:
+    """Vulkan: decomposed into the scores, a running max and sum started from the sink,
+    and P·V (IREE's SPIR-V code generation cannot lower the attention ops)."""
+    model = SinkAttention().eval()
+    module = _compiled(model, _left_padded, target="vulkan", vulkan_target=ANY_VULKAN)
+    assert any("running max and sum" in r.message for r in module.remarks)
+    _check(module, model, _left_padded, device="vulkan", bound=1e-4)
+
+
+class _NotASink(torch.nn.Module):
+    """The softmax's last column dropped, but it is a key of the scores, not a sink."""
+
+    def forward(self, q, k, v):
+        probs = torch.softmax(q @ k.transpose(-1, -2), dim=-1)[..., :-1]
+        return probs @ v[..., :-1, :]
+
+
+def test_a_dropped_key_that_is_no_sink_is_not_fused_and_says_why() -> None:
+    example = tuple(torch.randn(B, H, N, D) for _ in range(3))
+    program = torch.export.export(_NotASink(), example, strict=False)
+    module = fc.compile(program)
+    assert module.stats["attention_ops"] == 0
+    assert any("not a concatenated sink" in r.message for r in module.remarks), module.remarks
+    run = fc.load(module)
+    q, k, v = (torch.randn(B, H, N, D) for _ in range(3))
+    assert rel_error(run(q, k, v), _NotASink()(q, k, v)) < 1e-5
