@@ -246,12 +246,18 @@ def _drops_last_column(op: ir.Operation) -> bool:
 
 
 def _sink(value: ir.Value, rank: int) -> tuple[ir.Value, ir.Value, list] | str:
-    """(the scores, the sink, the ops between) of ``concat(scores, sink) [- max]``, the
-    softmax input of an attention whose probabilities drop their last column; or why not.
-    Subtracting the row's max changes no softmax: it is dropped."""
+    """(the scores, the sink, the ops between) of ``concat(scores, sink) [- max]`` (cast or
+    not), the softmax input of an attention whose probabilities drop their last column; or
+    why not. Subtracting the row's max changes no softmax: it is dropped."""
     ops: list[ir.Operation] = []
     op = linalg.producer(value)
-    while op is not None and linalg.is_elementwise_payload(op, "arith.subf"):
+    while op is not None and (
+        linalg.is_elementwise_payload(op, "arith.subf") or (linalg.is_generic(op) and _is_cast(op))
+    ):
+        if _is_cast(op):  # fp16 logits widened for the softmax, as PyTorch computes it
+            ops.append(op)
+            op = linalg.producer(op.operands[0])
+            continue
         x, row_max = linalg.inputs(op)
         peak, reshapes = linalg.producer_and_reshapes(row_max)
         if (

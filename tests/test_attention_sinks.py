@@ -150,3 +150,19 @@ def test_a_dropped_key_that_is_no_sink_is_not_fused_and_says_why() -> None:
     run = fc.load(module)
     q, k, v = (torch.randn(B, H, N, D) for _ in range(3))
     assert rel_error(run(q, k, v), _NotASink()(q, k, v)) < 1e-5
+
+
+def test_fp16_sink_attention_widened_for_its_softmax_is_fused() -> None:
+    """In fp16 the logits are widened to f32 for the softmax (as PyTorch computes it) and
+    the probabilities narrowed back: the same fused attention, within fp16 of PyTorch's
+    float32 answer."""
+    model = SinkAttention().eval()
+    q, k, v = (x.half() for x in _inputs())
+    program = torch.export.export(model.half(), (q, k, v, _causal(N).half()), strict=False)
+    module = fc.compile(program)
+    assert module.stats["attention_ops"] == 1, module.remarks
+    assert module.stats["softmax_ops"] == 0
+    q, k, v = (x.half() for x in _inputs())
+    with torch.no_grad():
+        want = model.float()(q.float(), k.float(), v.float(), _causal(N))
+    assert rel_error(fc.load(module)(q, k, v, _causal(N).half()), want) < 2e-3
