@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,6 +190,10 @@ def compile(  # noqa: A001 - the public name users call, as in torch.compile
             raise EmptyModuleError(filename or "the MLIR text")
         dumper.write(stage.value, op)
         result = CompiledModule(tgt, stage, None, None)
+        if not isinstance(source, str):  # shown whatever ``remarks`` says: results may be wrong
+            for text in frontend.unread_inputs(source):
+                result.remarks.append(Diagnostic("warning", filename or "<input>", text))
+                warnings.warn(text, stacklevel=2)
         if weights == "external" and not isinstance(source, str):
             result.weights = frontend.external_parameters(source)
 

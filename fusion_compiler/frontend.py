@@ -840,6 +840,27 @@ def input_names(program: torch.export.ExportedProgram) -> str:
     )
 
 
+def unread_inputs(program: torch.export.ExportedProgram) -> list[str]:
+    """A warning per tensor input the program never reads. torch.export ties example
+    inputs passed as one tensor: ``export(m, (x, x, x))`` reads only the last, and a
+    call with three different tensors would silently use the last for all three
+    (``load_model`` copies them for an nn.Module; an ExportedProgram comes as it is)."""
+    placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    tensors = [
+        name
+        for name in program.graph_signature.user_inputs
+        if name in placeholders and isinstance(placeholders[name].meta.get("val"), torch.Tensor)
+    ]
+    return [
+        f"input {i} `{name}` is not read by the exported program: torch.export ties example "
+        "inputs passed as one tensor (export(m, (x, x)) reads only the last); if the model "
+        "reads it, export with distinct tensors (x.clone()), or give fc.compile the "
+        "nn.Module and its example inputs"
+        for i, name in enumerate(tensors)
+        if not placeholders[name].users
+    ]
+
+
 def dynamic_dims(program: torch.export.ExportedProgram) -> str | None:
     """Each tensor input's dims as ``;``-separated arguments of ``,``-separated dims: the
     empty string for a static dim (or one we cannot express), else an expression over

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -365,3 +366,28 @@ def test_transformers_outputs_stay_pytrees_after_an_export_that_imported_them() 
     pytest.importorskip("transformers")
     done = subprocess.run([sys.executable, "-c", _LAZY_IMPORT], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+class _ThreeInputs(torch.nn.Module):
+    def forward(self, a, b, c):
+        return a * 2 + b * 3 + c
+
+
+def test_an_exported_program_that_tied_its_inputs_is_compiled_with_a_warning() -> None:
+    """torch.export ties example inputs passed as one tensor: the program reads only the
+    last. Compiled as it is, with a warning naming the inputs it does not read."""
+    x = torch.randn(4)
+    program = torch.export.export(_ThreeInputs(), (x, x, x), strict=False)
+    with pytest.warns(UserWarning, match="input 0 `a` is not read"):
+        module = fc.compile(program)
+    unread = [r.message for r in module.remarks if r.severity == "warning"]
+    assert len(unread) == 2 and "input 1 `b`" in unread[1], unread
+
+
+def test_an_nn_module_given_one_tensor_for_several_inputs_reads_each_of_them() -> None:
+    x = torch.randn(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning: the example inputs are copied apart
+        run = fc.load(fc.compile(_ThreeInputs(), (x, x, x)))
+    a, b, c = torch.randn(4), torch.randn(4), torch.randn(4)
+    assert rel_error(run(a, b, c), _ThreeInputs()(a, b, c)) < 1e-6
