@@ -8,8 +8,8 @@ Attention: ``benchmarks/results/peers_readme_h200.json`` (``attention_peers.py``
 table's cases: every system timed the same three ways in one run), our sm_90 kernel's
 device and blocking-call time against torch SDPA's cuDNN and FlashAttention-2 backends and
 torch.compile, for those fp16 cases. Whole models:
-``benchmarks/results/models_suite_h100.json`` (``models_gpu.py``; each model's systems
-from one run), ours against torch.compile and torch eager. Each table sits between its
+``benchmarks/results/models_suite_h200.json`` (``models_gpu.py``; every model in one
+machine session), ours against torch.compile and torch eager. Each table sits between its
 two markers in the README.
 """
 
@@ -87,22 +87,27 @@ ATTENTION = Table(
     _attention_label,
 )
 MODELS = Table(
-    ROOT / "benchmarks" / "results" / "models_suite_h100.json",
-    "fp16, H100, ms: device / call",
+    ROOT / "benchmarks" / "results" / "models_suite_h200.json",
+    "fp16, H200, ms: device / call",
     (
         "gpt2_small_B1_N512",
         "gpt2_small_B4_N2048",
+        "bert_base_B1_N512",
         "bert_base_B8_N512",
+        "vit_b16_B1_N197",
         "vit_b16_B32_N197",
         "whisper_small_encoder_B1_N1500",
+        "llama_3.2_1b_shape_B1_N512",
         "llama_3.2_1b_shape_B4_N2048",
         "llama_3.2_1b_shape_B1_N8192",
+        "llama_3.2_1b_shape_decode_B1_past4096",
         "llama_3.2_1b_shape_decode_B16_past4096",
         "llama_3.2_1b_shape_decode_B1_past32768",
     ),
     (
         ("ours_sm90", "ours (sm_90)"),
         ("torch_compile", "torch.compile"),
+        ("torch_compile_reduce_overhead", "torch.compile, CUDA graphs"),
         ("torch_eager", "torch eager"),
     ),
     _model_label,
