@@ -265,6 +265,7 @@ def _sink(value: ir.Value, rank: int) -> tuple[ir.Value, ir.Value, list] | str:
             or linalg.reduction_payload(peak) != "arith.maximumf"
             or linalg.inputs(peak)[0] != x
             or linalg.reduction_dims(peak) != [rank - 1]
+            or not softmax.shifts_each_row(op, rank - 1)
         ):
             return "the scores and the sink are shifted by something other than their row max"
         ops += [op, *reshapes, peak]

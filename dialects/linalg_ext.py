@@ -90,6 +90,78 @@ def find_all(module: ir.Operation, name: str = ATTENTION) -> list[ir.Operation]:
     return found
 
 
+def normaliser(op: ir.Operation) -> ir.Operation | None:
+    """The one user of an online_attention's results, if it is ``acc / sum`` (then cast,
+    or not) over (batch, rows, cols) and the running max is not read: what an attention
+    with a sink is (``dialects.attention``)."""
+    acc, row_max, total = op.results
+    users = [use.owner.operation for r in (acc, total) for use in r.uses]
+    if len(users) != 2 or users[0] != users[1] or any(True for _ in row_max.uses):
+        return None
+    user = users[0]
+    if not linalg.is_generic(user) or list(linalg.inputs(user)) != [acc, total]:
+        return None
+    if [dims(m) for m in linalg.indexing_maps(user)] != [[0, 1, 2], [0, 1], [0, 1, 2]]:
+        return None
+    block = user.regions[0].blocks[0]
+    divide, *cast, done = [o.operation for o in block.operations]
+    if divide.name != "arith.divf" or list(divide.operands) != list(block.arguments)[:2]:
+        return None  # acc / sum, in that order
+    if cast and (
+        len(cast) > 1 or cast[0].name != "arith.truncf" or cast[0].operands[0] != divide.results[0]
+    ):
+        return None
+    last = cast[0] if cast else divide
+    return user if list(done.operands) == [last.results[0]] else None
+
+
+def sink_start(op: ir.Operation) -> ir.Value | None:
+    """The running max an online_attention starts from, where it starts from nothing
+    else: accumulator 0 and sum 1 (an attention with a sink, ``dialects.attention``)."""
+    acc, row_max, total = list(op.operands)[-3:]
+    return row_max if _filled(acc) == 0.0 and _filled(total) == 1.0 else None
+
+
+def _filled(value: ir.Value) -> float | None:
+    op = linalg.producer(value)
+    if op is None or op.name != "linalg.fill":
+        return None
+    found = linalg.constant_value(op.operands[0])
+    return float(found) if isinstance(found, (int, float)) else None
+
+
+def plain_attention(op: ir.Operation, normalising: ir.Operation) -> ir.Operation:
+    """An iree_linalg_ext.attention over the online_attention ``op``'s inputs, its
+    result type ``normalising``'s (the division of ``op``'s accumulator by its sum), put
+    before that division and taking its uses: the attention without the running values
+    ``op`` starts from, which a lowering that adds them itself (a sink) replaces."""
+    maps = list(op.attributes["indexing_maps"])[: -len(op.results) + 1]  # the output's last
+    inputs = list(op.operands)[: -len(op.results)]
+    result_type = normalising.results[0].type
+    with ir.InsertionPoint(normalising), op.location:
+        init = empty(axes(normalising.results[0]), ir.RankedTensorType(result_type).element_type)
+        attributes = {name: op.attributes[name] for name in op.attributes}
+        attributes["indexing_maps"] = ir.ArrayAttr.get(maps)
+        plain = ir.Operation.create(
+            ATTENTION,
+            results=[result_type],
+            operands=[*inputs, init],
+            attributes=attributes,
+            regions=1,
+        )
+        block = plain.regions[0].blocks.append(ir.F32Type.get())
+        bound = {op.regions[0].blocks[0].arguments[0]: block.arguments[0]}
+        with ir.InsertionPoint(block):
+            for inner in op.regions[0].blocks[0].operations:
+                clone = inner.operation.clone()
+                for i, operand in enumerate(clone.operands):
+                    clone.operands[i] = bound.get(operand, operand)
+                for old, new in zip(inner.results, clone.results, strict=True):
+                    bound[old] = new
+    normalising.results[0].replace_all_uses_with(plain.results[0])
+    return plain
+
+
 def softcap_region(block: ir.Block, cap: float) -> None:
     """y = cap·log2(e)·tanh(x / log2(e)), i.e. ``cap·tanh(scale·s)`` in IREE's base 2."""
     f32 = ir.F32Type.get()

@@ -74,8 +74,29 @@ def _match_decomposed(div: ir.Operation) -> Softmax | NearMiss | None:
         return NearMiss(div, "the max is taken over a different tensor than the exp")
     if linalg.reduction_dims(peak) != [dim]:
         return NearMiss(div, "the max and the sum reduce different dimensions")
+    if not shifts_each_row(shifted, dim):
+        return NearMiss(div, "exp's input is not shifted by one max per row")
     ops = (div, *total_reshapes, total, exp, shifted, *peak_reshapes, peak)
     return Softmax(x, dim, div, "decomposed", ops)
+
+
+def shifts_each_row(op: ir.Operation, dim: int) -> bool:
+    """Whether ``x - m`` (``op``, a subf generic) reads ``x`` as it is and ``m`` once per
+    row along ``dim``: m's map gives every other loop dim in order and, at ``dim``, the
+    constant 0 of a kept unit dim or nothing. A max broadcast any other way (along the
+    rows) shifts the entries of a row by different amounts: no softmax is shift-free
+    then."""
+    x_map, m_map, _ = linalg.indexing_maps(op)
+    rank, context = x_map.n_dims, op.context
+    if x_map != ir.AffineMap.get_identity(rank, context=context):
+        return False
+    rows = [ir.AffineDimExpr.get(d, context=context) for d in range(rank) if d != dim]
+    results = list(m_map.results)
+    if len(results) == rank - 1:
+        return results == rows
+    if len(results) != rank or results[dim] != ir.AffineConstantExpr.get(0, context=context):
+        return False
+    return results[:dim] + results[dim + 1 :] == rows
 
 
 def find_all(module: ir.Operation) -> list[Softmax | NearMiss]:

@@ -133,6 +133,8 @@ def _scatter_by_compare(x, dim, index, src):
     Llama 4 (a ``vector.gather`` from a strided column of the sorted top k, left as an
     ``unrealized_conversion_cast``). Where an index repeats, the last write wins, one of
     the answers PyTorch allows. Other scatters keep the op (NotImplemented)."""
+    if x.dim() == 0 or index.numel() == 0:
+        return NotImplemented
     dim = dim % x.dim()
     covered = index.dim() == x.dim() and all(
         index.shape[d] == x.shape[d] for d in range(x.dim()) if d != dim

@@ -106,16 +106,39 @@ def run(module: ir.Operation, options: Options) -> None:
         _run(module, options)
 
 
+def _with_sinks(module: ir.Operation) -> dict:
+    """Each attention with a sink (an online_attention started from it, divided by its
+    sum) as a plain attention op taking the division's place, to lower as any other;
+    plain op -> (online_attention, division, the sink's logits) to add it back with."""
+    found = {}
+    for online in linalg_ext.find_all(module, linalg_ext.ONLINE_ATTENTION):
+        normalising, sink = linalg_ext.normaliser(online), linalg_ext.sink_start(online)
+        if normalising is not None and sink is not None:
+            plain = linalg_ext.plain_attention(online, normalising)
+            found[plain] = (online, normalising, sink)
+    return found
+
+
+def _sink_plan(plan: KernelPlan, sink: ir.Value) -> KernelPlan | str:
+    """``plan`` adding the sink's logits to each row's sum at the end (the template's
+    kernel, one program per row block's keys), or why it cannot."""
+    spec = plan.spec
+    if spec.dynamic or spec.splits > 1 or spec.pack_gqa:
+        return "a sink with dynamic sizes, split-KV or packed GQA rows (not yet in the kernel)"
+    return dataclasses.replace(plan, spec=dataclasses.replace(spec, sink=True), sink=sink)
+
+
 def _run(module: ir.Operation, options: Options) -> None:
+    sinks = _with_sinks(module)
     for n, op in enumerate(linalg_ext.find_all(module)):
+        with_sink = sinks.get(op)
         linalg_ext.fold_k_transpose(op)
         form = linalg_ext.layout(op, allow_dynamic=True)
-        if isinstance(form, str):
-            remarks.emit(op.location, f"attention left to IREE's code generation: {form}")
-            continue
-        plan = plan_kernel(op, form, tiles=_tiles(op, options))
+        plan = form if isinstance(form, str) else plan_kernel(op, form, tiles=_tiles(op, options))
+        if with_sink is not None and not isinstance(plan, str):
+            plan = _sink_plan(plan, with_sink[2])
         if isinstance(plan, str):
-            remarks.emit(op.location, f"attention left to IREE's code generation: {plan}")
+            _leave(op, with_sink, plan)
             continue
         if not (options.block_m or options.block_n or options.num_warps or options.num_stages):
             resident = schedules.resident_programs(_PRODUCER_WARP_TILES, plan.spec.d, options.arch)
@@ -124,13 +147,16 @@ def _run(module: ir.Operation, options: Options) -> None:
         found = block_map_summary(op, plan.spec) if plan.spec.block_map else ""
         spec = lower_attention_to_kernel(op, plan, f"fusion_attention_{n}")
         if isinstance(spec, str):
-            remarks.emit(location, f"attention left to IREE's code generation: {spec}")
+            _leave(op, with_sink, spec)
             continue
+        if with_sink is not None:  # the online_attention and its division, now unread
+            erase_dead([with_sink[1], with_sink[0]])
         causal = spec.bounds_said()
         split = f", split-KV {spec.splits}" if spec.splits > 1 else ""
         split += ", GQA heads packed" if spec.pack_gqa else ""
         split += f", {spec.persistent} persistent programs" if spec.persistent else ""
         split += ", a producer warp" if spec.warp_specialized else ""
+        split += ", a sink" if spec.sink else ""
         split += f", {found}" if found else ""
         split += f", its mask read from memory ({plan.mask_read})" if plan.mask_read else ""
         remarks.emit(
@@ -138,3 +164,12 @@ def _run(module: ir.Operation, options: Options) -> None:
             f"attention lowered to a generated {options.arch} kernel "
             f"({spec.dtype}, D={spec.d}, tiles {spec.block_m}x{spec.block_n}{causal}{split})",
         )
+
+
+def _leave(op: ir.Operation, with_sink: tuple | None, why: str) -> None:
+    """``op`` left to IREE's code generation, with a remark; a plain op standing for an
+    attention with a sink gives its place back to the online_attention's division."""
+    remarks.emit(op.location, f"attention left to IREE's code generation: {why}")
+    if with_sink is not None:
+        op.results[0].replace_all_uses_with(with_sink[1].results[0])
+        op.erase()

@@ -30,7 +30,6 @@ from fusion_compiler.dialects import causal, expr, hal, linalg, linalg_ext
 from fusion_compiler.dialects.builders import (
     Size,
     affine_map,
-    dims,
     empty_of,
     erase_dead,
     extract_slice,
@@ -247,7 +246,7 @@ def rewrite_online_softmax(
     """iree_linalg_ext.attention -> scf.for(Q blocks) { scf.for(K blocks) { FA2 step } };
     an online_attention and the division that normalises it (``normaliser``) the same,
     each row's running values started from the op's."""
-    normalising = normaliser(op) if op.name == linalg_ext.ONLINE_ATTENTION else None
+    normalising = linalg_ext.normaliser(op) if op.name == linalg_ext.ONLINE_ATTENTION else None
     replaced = normalising or op
     result = build(op, form, block_q, block_k, spans, per_call, replaced)
     replaced.results[0].replace_all_uses_with(result)
@@ -255,29 +254,10 @@ def rewrite_online_softmax(
     erase_dead([replaced, op] if normalising else [op])
 
 
-def normaliser(op: ir.Operation) -> ir.Operation | None:
-    """The one user of an online_attention's results, if it is ``acc / sum`` (then cast,
-    or not) over (batch, rows, cols) and the running max is not read: what an attention
-    with a sink is (``dialects.attention``)."""
-    acc, row_max, total = op.results
-    users = [use.owner.operation for r in (acc, total) for use in r.uses]
-    if len(users) != 2 or users[0] != users[1] or any(True for _ in row_max.uses):
-        return None
-    user = users[0]
-    if not linalg.is_generic(user) or list(linalg.inputs(user)) != [acc, total]:
-        return None
-    if [dims(m) for m in linalg.indexing_maps(user)] != [[0, 1, 2], [0, 1], [0, 1, 2]]:
-        return None
-    body = [o.name for o in user.regions[0].blocks[0].operations]
-    if body not in (["arith.divf", "linalg.yield"], ["arith.divf", "arith.truncf", "linalg.yield"]):
-        return None
-    return user
-
-
 def _attentions(module: ir.Operation) -> list[ir.Operation]:
-    """The attention ops, and the online_attention ops that ``normaliser`` finds."""
+    """The attention ops, and the online_attention ops that a division normalises."""
     online = linalg_ext.find_all(module, linalg_ext.ONLINE_ATTENTION)
-    return linalg_ext.find_all(module) + [op for op in online if normaliser(op) is not None]
+    return linalg_ext.find_all(module) + [op for op in online if linalg_ext.normaliser(op)]
 
 
 def run(module: ir.Operation, options: Options) -> None:
@@ -484,23 +464,32 @@ def build(
 def _started(start: list[ir.Value], i: ir.Value, sizes: list[Size]) -> list[ir.Value]:
     """The running max, sum and accumulator of query rows ``i`` read from an
     online_attention's ``start`` (accumulator, max, sum), each in a tensor of its own
-    (updated in place, see ``_block_step``); the max at least the lowest finite f32, as
-    ``_LOWEST`` is there for."""
+    (updated in place, see ``_block_step``). The max is at least the lowest finite f32,
+    as ``_LOWEST`` is there for, and the sum is rescaled to it: a start of max -inf (a
+    sink of -inf) then weighs nothing, as it does in IREE's op."""
     acc, row_max, total = start
     f32 = ir.F32Type.get()
 
-    def copy(value: ir.Value, sizes: list[Size], floor: float | None = None) -> ir.Value:
+    def tile(value: ir.Value, sizes: list[Size], body) -> ir.Value:
         rank = len(sizes)
-        tile = extract_slice(value, [0, i, 0][:rank], sizes)
+        inputs = [extract_slice(v, [0, i, 0][:rank], sizes) for v in value]
+        maps = [affine_map(rank, list(range(rank)))] * (len(inputs) + 1)
+        return generic(inputs, empty_of(sizes, f32), maps, ["parallel"] * rank, body)
 
-        def body(x: ir.Value, _: ir.Value) -> ir.Value:
-            x = to_f32(x)
-            return x if floor is None else dialects.arith.MaximumFOp(x, _f(floor)).result
+    def floored(m: ir.Value, _: ir.Value) -> ir.Value:
+        return dialects.arith.MaximumFOp(to_f32(m), _f(_LOWEST)).result
 
-        identity = [affine_map(rank, list(range(rank)))] * 2
-        return generic([tile], empty_of(sizes, f32), identity, ["parallel"] * rank, body)
+    def rescaled(s: ir.Value, m: ir.Value, _: ir.Value) -> ir.Value:
+        m = to_f32(m)
+        return _mul(
+            to_f32(s), _exp2_of_difference(m, dialects.arith.MaximumFOp(m, _f(_LOWEST)).result)
+        )
 
-    return [copy(row_max, sizes[:2], _LOWEST), copy(total, sizes[:2]), copy(acc, sizes)]
+    return [
+        tile([row_max], sizes[:2], floored),
+        tile([total, row_max], sizes[:2], rescaled),
+        tile([acc], sizes, lambda a, _: to_f32(a)),
+    ]
 
 
 def _lag(rows: Size, keys: Size, block_q: int, block_k: int) -> int:

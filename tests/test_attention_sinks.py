@@ -166,3 +166,84 @@ def test_fp16_sink_attention_widened_for_its_softmax_is_fused() -> None:
     with torch.no_grad():
         want = model.float()(q.float(), k.float(), v.float(), _causal(N))
     assert rel_error(fc.load(module)(q, k, v, _causal(N).half()), want) < 2e-3
+
+
+@pytest.mark.parametrize("window", [0, 24], ids=["causal", "window"])
+def test_the_sm90_kernel_adds_the_sink_to_each_rows_sum(window: int) -> None:
+    """On CUDA sm_90 the attention is the generated kernel with a sink: its causal (or
+    window) blocks skipped as without one, each row's sum taking exp2 of the sink's
+    logit at the end. Run under Triton's interpreter against PyTorch."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import sink_attention_gpu as gpt_oss
+
+    from fusion_compiler.backends.dispatch import specs_in
+    from fusion_compiler.backends.triton.kernel import run_interpreted
+    from fusion_compiler.compiler import new_session
+    from fusion_compiler.ir import ir
+
+    torch.manual_seed(0)
+    model = gpt_oss.SinkAttention(window).eval().half()
+    q, k, v = gpt_oss._inputs((1, 96, window), "cpu")
+    fused = fc.compile(model, (q, k, v), target="cuda", cuda_arch="sm_90", compile_to="fused")
+    lowered = [r.message for r in fused.remarks if "generated sm_90 kernel" in r.message]
+    assert len(lowered) == 1 and "a sink" in lowered[0], fused.remarks
+    with new_session().context:
+        (spec,) = specs_in(ir.Module.parse(fused.mlir).operation)
+    assert spec.sink and (spec.causal_offset == 0)
+    heads = gpt_oss.HEADS
+    sinks = model.sinks.detach().float() * 1.4426950408889634  # base 2
+    rows = sinks[:, None].expand(heads, q.shape[2]).contiguous()
+    kv = (x.reshape(-1, x.shape[2], x.shape[3]) for x in (k, v))
+    got = run_interpreted(spec, q.reshape(heads, -1, q.shape[3]), *kv, sink=rows)
+    with torch.no_grad():
+        want = model.float()(q.float(), k.float(), v.float())
+    assert rel_error(got.reshape(want.shape), want) < 2e-3
+
+
+class _ShiftedAlongColumns(torch.nn.Module):
+    """The row maxes subtracted along the columns (an (M, 1) max broadcast as (1, M),
+    M = N + 1): each entry of a row shifted by another amount, which no softmax ignores."""
+
+    def forward(self, q, k, v, sinks):
+        logits = torch.cat([q @ k.transpose(-1, -2), sinks], dim=-1)
+        logits = logits - logits.amax(-1).unsqueeze(-2)
+        return torch.softmax(logits, dim=-1)[..., :-1] @ v
+
+
+def test_a_max_subtracted_along_the_columns_is_not_dropped() -> None:
+    q = torch.randn(B, H, N + 1, D)
+    example = (q, torch.randn(B, H, N, D), torch.randn(B, H, N, D), torch.randn(B, H, N + 1, 1))
+    module = fc.compile(torch.export.export(_ShiftedAlongColumns(), example, strict=False))
+    assert module.stats["attention_ops"] == 0, module.remarks
+    fresh = (torch.randn_like(x) for x in example)
+    fresh = tuple(fresh)
+    assert rel_error(fc.load(module)(*fresh), _ShiftedAlongColumns()(*fresh)) < 1e-5
+
+
+def test_a_sink_of_minus_inf_is_no_sink() -> None:
+    """A sink of -inf (sinks switched off) weighs nothing, even in rows whose keys are
+    all at the lowest finite fill: PyTorch's equal weights over the keys alone."""
+    model = SinkAttention().eval()
+    with torch.no_grad():
+        model.sinks.fill_(float("-inf"))
+    fill = torch.finfo(torch.float32).min
+    mask = torch.where(_causal(N) == 0, 0.0, fill).clone()
+    mask[1, :, :5] = fill  # the first 5 rows of the second sequence: every key filled
+    module = _compiled(model, lambda n: mask)
+    q, k, v = _inputs()
+    with torch.no_grad():
+        want = model(q, k, v, mask)
+    assert rel_error(fc.load(module)(q, k, v, mask), want) < 1e-5
+
+
+def test_sink_attention_decomposed_matches_pytorch() -> None:
+    """fusion-decompose-attention (Vulkan's path) on the CPU: the scores, a running max
+    and sum started from the sink, P·V."""
+    model = SinkAttention().eval()
+    pipeline = "builtin.module(fusion-detect-attention, canonicalize, fusion-decompose-attention)"
+    module = _compiled(model, _left_padded, pipeline=pipeline)
+    assert any("running max and sum" in r.message for r in module.remarks), module.remarks
+    _check(module, model, _left_padded)

@@ -323,6 +323,8 @@ def build_dispatch(
         if "block_lists" in kernels:  # static sizes: the map after the mask's inputs
             assert isinstance(spec, TritonSpec)
             arguments.insert(len(inputs), _block_map(kernels, spec, inputs, symbol))
+        if kernel_plan.sink is not None:  # a sink's logits after them (``pointers``)
+            arguments.insert(len(inputs) + ("block_lists" in kernels), kernel_plan.sink)
         rows = spec.block_m if spec.dynamic else None
         grid = spec.grid_for(max(spec.n_q, 1))  # dynamic: x from the workload
         if kernel.scratch_bytes and spec.dynamic:

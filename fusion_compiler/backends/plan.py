@@ -317,6 +317,7 @@ class KernelPlan:
     output: OutputPlan
     form: Layout
     mask_read: str | None = None  # why the kernel reads a materialised mask (cuda)
+    sink: ir.Value | None = None  # a sink's (batch, rows) float32 logits, base 2 (cuda)
 
 
 def plan_kernel(

@@ -107,6 +107,8 @@ def main(path: Path) -> None:
             lists[spec.map_grid](scratch, block_map, **spec.lists_constants())
             masks = [*masks, block_map]
             torch.save(block_map, path.with_suffix(".map.pt"))
+        if spec.sink:  # after the map, as ``TritonSpec.pointers`` orders them
+            masks = [*masks, call["sink"]]
         if spec.splits > 1:
             partial = torch.empty(spec.partial_elements, dtype=torch.float32)
             kernel[grid](q, k, v, *masks, sizes, partial, **spec.constants())

@@ -83,10 +83,14 @@ def source_of(spec: TritonSpec) -> str:
         "v_tile": "0",
         "map_input": "",
         "map_argument": "Q",  # bound, never read without a block map
+        "sink_input": "",
+        "sink_argument": "Q",  # bound, never read without a sink
         "map_bounds": "low = 0.0\n    high = 0.0",  # never called without them
     }
     if spec.block_map:
         fields["map_input"], fields["map_argument"] = "Map,", "Map"
+    if spec.sink:
+        fields["sink_input"], fields["sink_argument"] = "Sink,", "Sink"
     if spec.mask_expr is not None:
         fields["mask_inputs"] = " ".join(f"L{i}," for i in range(len(spec.mask_inputs)))
         fields["bias"] = spec.mask_expr
@@ -223,12 +227,15 @@ def load_source(spec: TritonSpec, directory: Path, entry: str = "attention") -> 
     return getattr(_import(path), entry)
 
 
-def run_interpreted(spec: TritonSpec, q, k, v, mask=None, sizes=None, with_map=False):
+def run_interpreted(
+    spec: TritonSpec, q, k, v, mask=None, sizes=None, with_map=False, sink=None
+):  # fmt: skip
     """Runs the generated kernel on the CPU with Triton's interpreter: how the kernel's
     numerics are tested where there is no GPU. Q (batch, n_q, d), K (batch // kv_group,
     n_k, d) or its transpose, V (batch // kv_group, n_k, dv), mask (batch, n_q, n_k), or
     for a spec that computes its mask the list of tensors it reads; for a dynamic spec,
-    ``sizes`` = int32 (n_q, n_k). The output; ``with_map``: and the block map the
+    ``sizes`` = int32 (n_q, n_k); for a spec with a sink, ``sink`` = float32 (batch,
+    n_q), its logits in base 2. The output; ``with_map``: and the block map the
     ``block_lists`` kernel computed for a spec with one.
 
     Triton picks the interpreter when it is imported, so the kernel runs in a child
@@ -242,7 +249,7 @@ def run_interpreted(spec: TritonSpec, q, k, v, mask=None, sizes=None, with_map=F
 
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "call.pt"
-        torch.save({"spec": asdict(spec), "args": [q, k, v, mask, sizes]}, path)
+        torch.save({"spec": asdict(spec), "args": [q, k, v, mask, sizes], "sink": sink}, path)
         interpreter_process.run("fusion_compiler.backends.triton.interpret:main", path)
         out = torch.load(path.with_suffix(".out.pt"))
         if with_map:
@@ -342,6 +349,7 @@ def _triton_compile(spec: TritonSpec, source_path: Path, entry: str):  # -> Comp
             "K": f"*{element}",
             "V": f"*{element}",
             "Map": "*i32",
+            "Sink": "*fp32",
             "Sizes": "*i32",  # Q bound and never read while the sizes are static
             "Out": "*fp32" if spec.splits > 1 else output,
         }

@@ -101,6 +101,10 @@ class TritonSpec(Problem):
     block_map: bool = False
     map_group: int = 1  # consecutive batches that see one mask (H: a mask per sequence)
     map_rows: bool = True  # an entry per row block; False: the mask and bounds ignore rows
+    # an attention with a sink: one more key per row, of logit ``Sink``'s (batch, row)
+    # entry (float32, base 2: log2(e)·sink) and value 0, added to each row's sum at the
+    # end (no split or packing)
+    sink: bool = False
 
     def __post_init__(self) -> None:  # read back from JSON: lists
         super().__post_init__()
@@ -110,9 +114,10 @@ class TritonSpec(Problem):
     def pointers(self) -> list[str]:
         """The kernel's pointer parameters, in order (IREE binds them in this order); the
         sizes are bound while static too (Q there, never read); with a block map, the
-        map ``block_map`` wrote comes after the mask's inputs."""
+        map ``block_map`` wrote comes after the mask's inputs, then a sink's logits."""
         masks = [f"L{i}" for i in range(len(self.mask_inputs))] if self.mask_expr else ["Mask"]
-        return ["Q", "K", "V", *masks, *(["Map"] if self.block_map else []), "Sizes", "Out"]
+        optional = [*(["Map"] if self.block_map else []), *(["Sink"] if self.sink else [])]
+        return ["Q", "K", "V", *masks, *optional, "Sizes", "Out"]
 
     @property
     def tma_kv(self) -> bool:
@@ -157,6 +162,7 @@ class TritonSpec(Problem):
             and self.block_m == self.block_n == 64
             and self.splits == 1
             and not self.pack_gqa
+            and not self.sink
             and all(packed(self.views[i], self.n_q, self.d) for i in (0, 1, 2, 4))
             and self.offsets == (0, 0, 0)
         )
@@ -357,6 +363,7 @@ class TritonSpec(Problem):
             "BLOCK_MAP": self.block_map,
             "MAP_GROUP": self.map_group,
             "MAP_ROWS": self.map_rows,
+            "SINK": self.sink,
         }
 
 
