@@ -107,7 +107,6 @@ MODELS = Table(
     (
         ("ours_sm90", "ours (sm_90)"),
         ("torch_compile", "torch.compile"),
-        ("torch_compile_reduce_overhead", "torch.compile, CUDA graphs"),
         ("torch_eager", "torch eager"),
     ),
     _model_label,

@@ -83,20 +83,29 @@ def _match_decomposed(div: ir.Operation) -> Softmax | NearMiss | None:
 def shifts_each_row(op: ir.Operation, dim: int) -> bool:
     """Whether ``x - m`` (``op``, a subf generic) reads ``x`` as it is and ``m`` once per
     row along ``dim``: m's map gives every other loop dim in order and, at ``dim``, the
-    constant 0 of a kept unit dim or nothing. A max broadcast any other way (along the
-    rows) shifts the entries of a row by different amounts: no softmax is shift-free
-    then."""
+    constant 0 of a kept unit dim or nothing (a loop dim of size 1 may be read either
+    way). A max broadcast any other way (along the rows) shifts the entries of a row by
+    different amounts: no softmax is shift-free then."""
     x_map, m_map, _ = linalg.indexing_maps(op)
     rank, context = x_map.n_dims, op.context
     if x_map != ir.AffineMap.get_identity(rank, context=context):
         return False
-    rows = [ir.AffineDimExpr.get(d, context=context) for d in range(rank) if d != dim]
+    sizes = ir.RankedTensorType(op.operands[0].type).shape
+    zero = ir.AffineConstantExpr.get(0, context=context)
+
+    def reads(expr: ir.AffineExpr, d: int | None) -> bool:
+        """``expr`` reads loop dim ``d`` (None: the constant 0 of a unit dim)."""
+        if d is None:
+            return expr == zero or (
+                sizes[dim] == 1 and expr == ir.AffineDimExpr.get(dim, context=context)
+            )
+        return expr == ir.AffineDimExpr.get(d, context=context) or (sizes[d] == 1 and expr == zero)
+
     results = list(m_map.results)
-    if len(results) == rank - 1:
-        return results == rows
-    if len(results) != rank or results[dim] != ir.AffineConstantExpr.get(0, context=context):
-        return False
-    return results[:dim] + results[dim + 1 :] == rows
+    wanted: list[int | None] = [d for d in range(rank) if d != dim]
+    if len(results) == rank:
+        wanted.insert(dim, None)
+    return len(results) == len(wanted) and all(map(reads, results, wanted))
 
 
 def find_all(module: ir.Operation) -> list[Softmax | NearMiss]:
