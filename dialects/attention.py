@@ -32,6 +32,7 @@ from fusion_compiler.dialects.builders import (
     empty,
     filled,
     generic,
+    reassociation_attr,
     times,
     to_f32,
     zeros,
@@ -301,12 +302,8 @@ def _sink_rows(found: Attention) -> ir.Value:
         (expand,) = [o for o in found.score_ops if o.name == "tensor.expand_shape"]
         groups = linalg.reassociation(expand)
     groups = [*groups[:-2], groups[-2] + groups[-1]]  # the row's dims take the unit key dim
-    i64 = ir.IntegerType.get_signless(64)
-    reassociation = ir.ArrayAttr.get(
-        [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups]
-    )
     collapsed = dialects.tensor.CollapseShapeOp(
-        ir.RankedTensorType.get(rows, element), sink, reassociation
+        ir.RankedTensorType.get(rows, element), sink, reassociation_attr(groups)
     ).result
     identity = affine_map(len(rows), list(range(len(rows))))
     return generic(

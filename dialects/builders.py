@@ -37,6 +37,14 @@ def dims(map_: ir.AffineMap) -> list[int]:
     return [ir.AffineDimExpr(e).position for e in map_.results]
 
 
+def reassociation_attr(groups: list[list[int]]) -> ir.ArrayAttr:
+    """The ``reassociation`` of a collapse_shape / expand_shape with these dim groups."""
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.ArrayAttr.get(
+        [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups]
+    )
+
+
 def affine_map(n_dims: int, positions: list[int]) -> ir.AffineMapAttr:
     exprs = [ir.AffineDimExpr.get(p) for p in positions]
     return ir.AffineMapAttr.get(ir.AffineMap.get(n_dims, 0, exprs))

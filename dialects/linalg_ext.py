@@ -150,14 +150,9 @@ def plain_attention(op: ir.Operation, normalising: ir.Operation) -> ir.Operation
             regions=1,
         )
         block = plain.regions[0].blocks.append(ir.F32Type.get())
-        bound = {op.regions[0].blocks[0].arguments[0]: block.arguments[0]}
-        with ir.InsertionPoint(block):
-            for inner in op.regions[0].blocks[0].operations:
-                clone = inner.operation.clone()
-                for i, operand in enumerate(clone.operands):
-                    clone.operands[i] = bound.get(operand, operand)
-                for old, new in zip(inner.results, clone.results, strict=True):
-                    bound[old] = new
+        with ir.InsertionPoint(block):  # the score region, copied
+            yielded = inline_body(op, block.arguments[0])
+            ir.Operation.create("iree_linalg_ext.yield", operands=[yielded])
     normalising.results[0].replace_all_uses_with(plain.results[0])
     return plain
 
@@ -416,13 +411,13 @@ def _online(
         [logits], empty(axes(logits), f32), [scores, scores], every, lambda s, _: times(s, LOG2E)
     )
     row_max = generic([x], rowwise([max0], lambda m, _: to_f32(m)), [scores, rows], kinds, maximum)
-    alpha = rowwise([max0, row_max], lambda m0, m, _: _exp2(to_f32(m0), m))
+    alpha = rowwise([max0, row_max], lambda m0, m, _: exp2_of_difference(to_f32(m0), m))
     p = generic(
         [x, row_max],
         empty(axes(x), f32),
         [scores, rows, scores],
         every,
-        lambda a, m, _: _exp2(a, m),
+        lambda a, m, _: exp2_of_difference(a, m),
     )
     total = generic([p], rowwise([sum0, alpha], scaled), [scores, rows], kinds, add)
     acc_rank = len(acc_dims)
@@ -445,7 +440,7 @@ def _online(
     return [acc, row_max, total]
 
 
-def _exp2(a: ir.Value, b: ir.Value) -> ir.Value:
+def exp2_of_difference(a: ir.Value, b: ir.Value) -> ir.Value:
     """exp2(a - b)."""
     return dialects.math.Exp2Op(dialects.arith.SubFOp(a, b).result).result
 

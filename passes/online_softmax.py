@@ -49,6 +49,7 @@ from fusion_compiler.dialects.linalg_ext import (
     LOG2E,
     LOWEST_F32,
     Layout,
+    exp2_of_difference,
     has_plain_region,
 )
 
@@ -319,10 +320,6 @@ def _add(a: ir.Value, b: ir.Value) -> ir.Value:
     return dialects.arith.AddFOp(a, b).result
 
 
-def _exp2_of_difference(a: ir.Value, b: ir.Value) -> ir.Value:
-    return dialects.math.Exp2Op(dialects.arith.SubFOp(a, b).result).result
-
-
 def _mul(a: ir.Value, b: ir.Value) -> ir.Value:
     return dialects.arith.MulFOp(a, b).result
 
@@ -482,7 +479,7 @@ def _started(start: list[ir.Value], i: ir.Value, sizes: list[Size]) -> list[ir.V
     def rescaled(s: ir.Value, m: ir.Value, _: ir.Value) -> ir.Value:
         m = to_f32(m)
         return _mul(
-            to_f32(s), _exp2_of_difference(m, dialects.arith.MaximumFOp(m, _f(_LOWEST)).result)
+            to_f32(s), exp2_of_difference(m, dialects.arith.MaximumFOp(m, _f(_LOWEST)).result)
         )
 
     return [
@@ -601,7 +598,7 @@ def _block_step(
         empty_of(score_sizes[:2], f32),
         _maps(2, [0, 1], [0, 1], [0, 1]),
         rows2,
-        lambda a, b, _: _exp2_of_difference(a, dialects.arith.MaximumFOp(a, b).result),
+        lambda a, b, _: exp2_of_difference(a, dialects.arith.MaximumFOp(a, b).result),
     )
     m_new = generic(
         [row_max],
@@ -615,7 +612,7 @@ def _block_step(
         empty_of(score_sizes, f32),
         _maps(3, [0, 1, 2], [0, 1], [0, 1, 2]),
         ["parallel"] * 3,
-        lambda a, b, _: _exp2_of_difference(a, b),
+        lambda a, b, _: exp2_of_difference(a, b),
     )
     l_scaled = generic([alpha], total, _maps(2, [0, 1], [0, 1]), rows2, lambda a, old: _mul(old, a))
     l_new = generic([p], l_scaled, _maps(3, [0, 1, 2], [0, 1]), row, lambda a, b: _add(a, b))

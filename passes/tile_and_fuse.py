@@ -30,7 +30,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fusion_compiler.dialects import linalg, linalg_ext
-from fusion_compiler.dialects.builders import affine_map, dims, erase_dead, index
+from fusion_compiler.dialects.builders import (
+    affine_map,
+    dims,
+    erase_dead,
+    index,
+    reassociation_attr,
+)
 
 from fusion_compiler import remarks
 from fusion_compiler.ir import dialects, ir
@@ -173,10 +179,7 @@ def _split_groups(rank: int, axis: int, parts: int) -> ir.ArrayAttr:
     into ``parts`` dims (for collapse_shape and expand_shape alike)."""
     groups = [[a] for a in range(axis)] + [list(range(axis, axis + parts))]
     groups += [[a + parts - 1] for a in range(axis + 1, rank)]
-    i64 = ir.IntegerType.get_signless(64)
-    return ir.ArrayAttr.get(
-        [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, a) for a in g]) for g in groups]
-    )
+    return reassociation_attr(groups)
 
 
 def _expand(op: ir.Operation, value: ir.Value, axis: int, split: list[int]) -> ir.Value | str:
