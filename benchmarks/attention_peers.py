@@ -122,8 +122,8 @@ def _fields(case) -> dict:
 
 
 def _selected(cases: list, args: argparse.Namespace) -> list:
-    """The cases whose name contains ``--only`` (or one of its ``|``-separated parts)."""
-    return [c for c in cases if any(part in name(c) for part in args.only.split("|"))]
+    """The cases ``--only`` selects."""
+    return [c for c in cases if harness.selected(name(c), args.only)]
 
 
 def prepare(folder: Path, args: argparse.Namespace) -> None:

@@ -52,7 +52,7 @@ def _x(case: tuple, device: str, dtype: torch.dtype = torch.float16) -> torch.Te
 
 def prepare(folder: Path, args: argparse.Namespace) -> None:
     for name, case in CASES.items():
-        if args.only not in name:
+        if not harness.selected(name, args.only):
             continue
         model = _block(case).half()
         for system, options in MODULES.items():
@@ -64,7 +64,7 @@ def prepare(folder: Path, args: argparse.Namespace) -> None:
 def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
     records = []
     for name, case in CASES.items():
-        if args.only not in name:
+        if not harness.selected(name, args.only):
             continue
         b, n, dim, heads, kv_heads = case
         inputs = [(_x(case, "cuda"),) for _ in range(3)]

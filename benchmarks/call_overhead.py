@@ -65,7 +65,7 @@ def prepare(folder: Path, args: argparse.Namespace) -> None:
         "ours_via_host": {"pipeline": f"builtin.module({','.join(via_host)})"},
     }
     for name, case in CASES.items():
-        if args.only not in name:
+        if not harness.selected(name, args.only):
             continue
         for system in MODULES:
             harness.save_module(
@@ -130,7 +130,7 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
     runtime._CUDA_FLAGS = (*runtime._CUDA_FLAGS, *args.cuda_flag)
     records = []
     for name, case in CASES.items():
-        if args.only not in name:
+        if not harness.selected(name, args.only):
             continue
         b, h, _, nq, nk, d, causal = case
         inputs = [qkv(case, "cuda") for _ in range(3)]

@@ -65,7 +65,7 @@ def _block(case: str, dim: int) -> torch.nn.Module:
 
 
 def _selected(args: argparse.Namespace) -> list[str]:
-    return [case for case in CASES if args.only in _name(case, args)]
+    return [case for case in CASES if harness.selected(_name(case, args), args.only)]
 
 
 def prepare(folder: Path, args: argparse.Namespace) -> None:

@@ -76,6 +76,39 @@ VARIANTS: dict[str, tuple[dict, tuple[int, ...]]] = {
         dict(heads=16, nq=4096, nk=4096, head_dim=128, mask="sliding-window", upcast=True),
         (1, 16, 16, 4096, 4096, 128),
     ),
+    # attention with a sink (GPT-OSS): the template kernel adds each row's sink term to its
+    # sum (causal with GQA read in place, a window, cross attention); a decoding step
+    # falls back to IREE's online_attention (no split-KV kernel with a sink)
+    **{
+        f"sink_{name}": (dict(heads=h, nq=nq, nk=nk, head_dim=64, sink=True) | extra, shape)
+        for name, h, nq, nk, extra, shape in (
+            (
+                "causal_gqa_n1024",
+                8,
+                1024,
+                1024,
+                dict(mask="causal-iota", upcast=True, gqa="repeat_kv", kv_heads=2),
+                (1, 8, 2, 1024, 1024, 64),
+            ),
+            (
+                "window_n2048",
+                4,
+                2048,
+                2048,
+                dict(mask="sliding-window", upcast=True),
+                (1, 4, 4, 2048, 2048, 64),
+            ),
+            ("cross", 2, 77, 333, {}, (2, 2, 2, 77, 333, 64)),
+            (
+                "decode_gqa",
+                8,
+                1,
+                3000,
+                dict(gqa="repeat_interleave", kv_heads=2),
+                (1, 8, 2, 1, 3000, 64),
+            ),
+        )
+    },
     # full attention over 1024 keys, re-tiled for the producer-warp kernel
     "full_persistent_n1024": (
         dict(heads=16, nq=1024, nk=1024, head_dim=128),

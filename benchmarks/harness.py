@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -174,6 +175,12 @@ def module(folder: Path, name: str, device: str) -> Callable:
     return fails
 
 
+def selected(name: str, only: str) -> bool:
+    """Whether ``--only`` selects case ``name``: it contains ``only``, or one of its
+    comma- or ``|``-separated parts."""
+    return any(part in name for part in re.split(r"[,|]", only))
+
+
 def attention_flops(b: int, h: int, nq: int, nk: int, d: int, causal: bool) -> float:
     return 4 * b * h * nq * nk * d / (2 if causal else 1)
 
@@ -253,7 +260,9 @@ def main(
         "ours_sm90_baseline where the suite supports it",
     )
     for sub in commands.choices.values():
-        sub.add_argument("--only", default="", help="only the cases whose name contains this")
+        sub.add_argument(
+            "--only", default="", help="only the cases whose name contains this (or one of a,b)"
+        )
         if options is not None:
             options(sub)
     args = parser.parse_args(argv)

@@ -42,7 +42,7 @@ def _inputs(case, device: str = "cpu"):
 
 
 def prepare(folder: Path, args: argparse.Namespace) -> None:
-    for case in [c for c in DECODE + LONG if args.only in _name(c)]:
+    for case in [c for c in DECODE + LONG if harness.selected(_name(c), args.only)]:
         # compiled from small example shapes of the same layout would specialise them:
         # the example has the real sizes (meta tensors are enough for export)
         module = fc.compile(
@@ -59,7 +59,7 @@ def _used_bytes() -> int:
 
 def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
     records = []
-    for case in [c for c in DECODE + LONG if args.only in _name(c)]:
+    for case in [c for c in DECODE + LONG if harness.selected(_name(c), args.only)]:
         b, h, hkv, nq, nk, d, causal = case
         flops = harness.attention_flops(b, h, nq, nk, d, causal)
         inputs = [_inputs(case, "cuda")]

@@ -115,8 +115,7 @@ def _tiling_pipeline(tiling: str) -> str:
 
 
 def _selected(args: argparse.Namespace) -> dict[str, Case]:
-    wanted = args.only.split(",")
-    return {name: case for name, case in CASES.items() if any(w in name for w in wanted)}
+    return {name: case for name, case in CASES.items() if harness.selected(name, args.only)}
 
 
 def prepare(folder: Path, args: argparse.Namespace) -> None:

@@ -187,7 +187,7 @@ def _input(case: Case, kind: str, device: str) -> torch.Tensor:
 
 
 def _selected(args: argparse.Namespace) -> dict[str, Case]:
-    return {name: case for name, case in CASES.items() if args.only in name}
+    return {name: case for name, case in CASES.items() if harness.selected(name, args.only)}
 
 
 def prepare(folder: Path, args: argparse.Namespace) -> None:

@@ -81,7 +81,7 @@ def _model(case: tuple[int, ...]) -> SinkAttention:
 
 def prepare(folder: Path, args: argparse.Namespace) -> None:
     for name, case in CASES.items():
-        if args.only not in name:
+        if not harness.selected(name, args.only):
             continue
         harness.save_module(
             folder,
@@ -105,7 +105,7 @@ def _cudnn_no_sink(keep: torch.Tensor) -> Callable:
 def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
     records = []
     for name, case in CASES.items():
-        if args.only not in name:
+        if not harness.selected(name, args.only):
             continue
         b, n, window = case
         model = _model(case).cuda()

@@ -66,7 +66,7 @@ def _inputs(case: tuple[int, ...], device: str) -> tuple[torch.Tensor, ...]:
 
 def prepare(folder: Path, args: argparse.Namespace) -> None:
     for name, case in CASES.items():
-        if args.only not in name:
+        if not harness.selected(name, args.only):
             continue
         harness.save_module(
             folder,
@@ -108,7 +108,7 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
 
     records = []
     for name, case in CASES.items():
-        if args.only not in name:
+        if not harness.selected(name, args.only):
             continue
         b, h, n, window = case
         inputs = [_inputs(case, "cuda") for _ in range(3)]

@@ -62,7 +62,7 @@ def _model(n: int, causal: bool) -> torch.nn.Module:
 
 
 def _selected(cases: list, args: argparse.Namespace) -> list:
-    return [c for c in cases if args.only in name(*c)]
+    return [c for c in cases if harness.selected(name(*c), args.only)]
 
 
 def prepare(folder: Path, args: argparse.Namespace) -> None:

@@ -53,6 +53,8 @@ class Attention(nn.Module):
       on fully masked rows).
     gqa: None, "repeat_interleave" or "repeat_kv" when Hkv < H.
     upcast: softmax in float32 with casts around it, as fp16/bf16 models do.
+    sink: a learned logit per head appended to every row before the softmax and its
+      column dropped after, the row max subtracted first (GPT-OSS's attention sinks).
     """
 
     def __init__(
@@ -67,8 +69,10 @@ class Attention(nn.Module):
         gqa: str | None = None,
         kv_heads: int | None = None,
         upcast: bool = False,
+        sink: bool = False,
     ):
         super().__init__()
+        self.sinks = nn.Parameter(torch.randn(heads)) if sink else None
         self.heads, self.kv_heads = heads, kv_heads or heads
         self.scale_on, self.mask, self.gqa, self.upcast = scale_on, mask, gqa, upcast
         self.scale = 1 / math.sqrt(head_dim)
@@ -116,6 +120,11 @@ class Attention(nn.Module):
         if self.upcast:
             s = s.float()
         s = self._mask(s)
+        if self.sinks is not None:
+            sinks = self.sinks.to(s.dtype).reshape(1, -1, 1, 1).expand(*s.shape[:-1], 1)
+            s = torch.cat([s, sinks], dim=-1)
+            s = s - s.amax(dim=-1, keepdim=True)
+            return torch.softmax(s, dim=-1)[..., :-1].to(v.dtype) @ v
         p = torch.softmax(s, dim=-1)
         return p.to(v.dtype) @ v
 
