@@ -5,8 +5,8 @@ back-to-back loop, one blocking call).
 On the CPU machine:  .venv/bin/python benchmarks/sink_attention_gpu.py prepare build/sinks
 On the GPU machine:  python3 benchmarks/sink_attention_gpu.py run build/sinks OUT
 
-Each case is one prefill at GPT-OSS-20B's attention shape (64 query heads over 8 K/V
-heads of 64, fp16), written as transformers' eager attention writes it: K and V repeated
+Each case is one prefill, or one decoding step (a query over a cache), at GPT-OSS-20B's
+attention shape (64 query heads over 8 K/V heads of 64, fp16), written as transformers' eager attention writes it: K and V repeated
 per query head, the scaled scores plus a causal mask computed from positions (a sliding
 window of 128 on its sliding layers), the learned sinks concatenated to every row, the
 row max subtracted, softmax, the sink column dropped, P·V. Systems: ours_sm90
@@ -32,11 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fusion_compiler as fc  # noqa: E402
 
 HEADS, KV_HEADS, D = 64, 8, 64
-# name -> (batch, tokens, window; 0: none)
+# name -> (batch, tokens, window (0: none), queries: the last of the tokens)
 CASES = {
-    "gpt_oss_full_b1_n4096": (1, 4096, 0),
-    "gpt_oss_window128_b1_n4096": (1, 4096, 128),
-    "gpt_oss_full_b4_n1024": (4, 1024, 0),
+    "gpt_oss_full_b1_n4096": (1, 4096, 0, 4096),
+    "gpt_oss_window128_b1_n4096": (1, 4096, 128, 4096),
+    "gpt_oss_full_b4_n1024": (4, 1024, 0, 1024),
+    # decoding steps: one query over a cache
+    "gpt_oss_decode_b1_n4096": (1, 4096, 0, 1),
+    "gpt_oss_decode_b16_n4096": (16, 4096, 0, 1),
+    "gpt_oss_decode_window128_b1_n4096": (1, 4096, 128, 1),
 }
 
 
@@ -52,7 +56,7 @@ class SinkAttention(torch.nn.Module):
         k = k.repeat_interleave(HEADS // KV_HEADS, dim=1)
         v = v.repeat_interleave(HEADS // KV_HEADS, dim=1)
         scores = torch.matmul(q, k.transpose(2, 3)) * D**-0.5
-        keep = _keep(q.shape[-2], self.window, q.device)
+        keep = _keep(q.shape[-2], k.shape[-2], self.window, q.device)
         scores = scores + torch.where(keep, 0.0, float("-inf")).to(scores.dtype)
         sinks = self.sinks.to(q.dtype).reshape(1, -1, 1, 1).expand(q.shape[0], -1, q.shape[-2], -1)
         logits = torch.cat([scores, sinks], dim=-1)
@@ -61,16 +65,17 @@ class SinkAttention(torch.nn.Module):
         return torch.matmul(probs, v)
 
 
-def _keep(n: int, window: int, device) -> torch.Tensor:
-    rows = torch.arange(n, device=device)[:, None]
+def _keep(nq: int, n: int, window: int, device) -> torch.Tensor:
+    """Causal (and a window) for ``nq`` queries, the last of ``n`` tokens."""
+    rows = torch.arange(n - nq, n, device=device)[:, None]
     keys = torch.arange(n, device=device)[None, :]
     keep = keys <= rows
     return keep & (keys > rows - window) if window else keep
 
 
 def _inputs(case: tuple[int, ...], device: str) -> tuple[torch.Tensor, ...]:
-    b, n, _ = case
-    shapes = [(b, HEADS, n, D), (b, KV_HEADS, n, D), (b, KV_HEADS, n, D)]
+    b, n, _, nq = case
+    shapes = [(b, HEADS, nq, D), (b, KV_HEADS, n, D), (b, KV_HEADS, n, D)]
     return tuple(torch.randn(s, dtype=torch.float16, device=device) for s in shapes)
 
 
@@ -107,15 +112,15 @@ def run(folder: Path, out: Path, args: argparse.Namespace) -> list[dict]:
     for name, case in CASES.items():
         if not harness.selected(name, args.only):
             continue
-        b, n, window = case
+        b, n, window, nq = case
         model = _model(case).cuda()
         inputs = [_inputs(case, "cuda") for _ in range(3)]
         with torch.no_grad():
             reference = model(*(x.float() for x in inputs[0]))
         model.half()
-        keep = _keep(n, window, "cuda")
+        keep = _keep(nq, n, window, "cuda")
         flops = 4 * b * HEADS * D * keep.sum().item()
-        fields = dict(case=name, B=b, N=n, window=window, H=HEADS, KV=KV_HEADS, D=D)
+        fields = dict(case=name, B=b, Nq=nq, N=n, window=window, H=HEADS, KV=KV_HEADS, D=D)
         systems = {
             "ours_sm90": harness.module(folder, f"{name}.ours_sm90", "cuda"),
             "torch_eager": model,

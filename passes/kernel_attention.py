@@ -119,13 +119,10 @@ def _with_sinks(module: ir.Operation) -> dict:
     return found
 
 
-def _sink_plan(plan: KernelPlan, sink: ir.Value) -> KernelPlan | str:
-    """``plan`` adding the sink's logits to each row's sum at the end (the template's
-    kernel, one program per row block's keys), or why it cannot."""
-    spec = plan.spec
-    if spec.dynamic or spec.splits > 1 or spec.pack_gqa:
-        return "a sink with dynamic sizes, split-KV or packed GQA rows (not yet in the kernel)"
-    return dataclasses.replace(plan, spec=dataclasses.replace(spec, sink=True), sink=sink)
+def _sink_plan(plan: KernelPlan, sink: ir.Value) -> KernelPlan:
+    """``plan`` adding the sink to each row's online softmax at the end (the template's
+    kernel; with split-KV, split 0's)."""
+    return dataclasses.replace(plan, spec=dataclasses.replace(plan.spec, sink=True), sink=sink)
 
 
 def _run(module: ir.Operation, options: Options) -> None:

@@ -186,7 +186,7 @@ def test_the_sm90_kernel_adds_the_sink_to_each_rows_sum(window: int) -> None:
 
     torch.manual_seed(0)
     model = gpt_oss.SinkAttention(window).eval().half()
-    q, k, v = gpt_oss._inputs((1, 96, window), "cpu")
+    q, k, v = gpt_oss._inputs((1, 96, window, 96), "cpu")
     fused = fc.compile(model, (q, k, v), target="cuda", cuda_arch="sm_90", compile_to="fused")
     lowered = [r.message for r in fused.remarks if "generated sm_90 kernel" in r.message]
     assert len(lowered) == 1 and "a sink" in lowered[0], fused.remarks
@@ -200,6 +200,49 @@ def test_the_sm90_kernel_adds_the_sink_to_each_rows_sum(window: int) -> None:
     got = run_interpreted(spec, q.reshape(heads, -1, q.shape[3]), *kv, sink=rows)
     with torch.no_grad():
         want = model.float()(q.float(), k.float(), v.float())
+    assert rel_error(got.reshape(want.shape), want) < 2e-3
+
+
+def _sm90_spec_and_rows(model, example, **options):
+    """``model`` (variants.Attention with a sink) compiled for sm_90 up to its fused IR:
+    its one kernel's spec, and the sink logits a call binds, (B·H, Nq) in base 2."""
+    from fusion_compiler.backends.dispatch import specs_in
+    from fusion_compiler.compiler import new_session
+    from fusion_compiler.ir import ir
+
+    fused = fc.compile(
+        model, example, target="cuda", cuda_arch="sm_90", compile_to="fused", **options
+    )
+    lowered = [r.message for r in fused.remarks if "generated sm_90 kernel" in r.message]
+    assert len(lowered) == 1 and "a sink" in lowered[0], fused.remarks
+    with new_session().context:
+        (spec,) = specs_in(ir.Module.parse(fused.mlir).operation)
+    assert spec.sink
+    return spec, model.sinks.detach().float() * 1.4426950408889634
+
+
+@pytest.mark.parametrize("gqa", ["repeat_kv", None], ids=["packed-gqa", "heads"])
+def test_the_sm90_split_kv_kernel_takes_the_sink_in_its_first_split(gqa) -> None:
+    """A decoding step (one query over many keys): split-KV programs, the GQA heads'
+    rows packed; split 0 takes the sink into its online softmax, the combine kernel
+    merges the splits as always. Under Triton's interpreter against PyTorch."""
+    from variants import Attention
+
+    from fusion_compiler.backends.triton.kernel import run_interpreted
+
+    torch.manual_seed(0)
+    b, h, kv, nk, d = 1, 8, 2 if gqa else 8, 3000, 64
+    model = Attention(h, 1, nk, d, gqa=gqa, kv_heads=kv, sink=True).eval()
+    with torch.no_grad():
+        model.sinks[0] = 30.0  # a sink above every score of its rows
+        model.sinks[1] = float("-inf")  # and one that weighs nothing
+    q, k, v = torch.randn(b, h, 1, d).half(), *(torch.randn(b, kv, nk, d).half() for _ in "kv")
+    spec, sinks = _sm90_spec_and_rows(model, (q, k, v))
+    assert spec.splits > 1 and bool(spec.pack_gqa) == bool(gqa)
+    rows = sinks.repeat(b)[:, None].contiguous()
+    got = run_interpreted(spec, q.reshape(b * h, 1, d), k.reshape(-1, nk, d), v, sink=rows)
+    with torch.no_grad():
+        want = model.double()(q.double(), k.double(), v.double())
     assert rel_error(got.reshape(want.shape), want) < 2e-3
 
 

@@ -102,8 +102,8 @@ class TritonSpec(Problem):
     map_group: int = 1  # consecutive batches that see one mask (H: a mask per sequence)
     map_rows: bool = True  # an entry per row block; False: the mask and bounds ignore rows
     # an attention with a sink: one more key per row, of logit ``Sink``'s (batch, row)
-    # entry (float32, base 2: log2(e)·sink) and value 0, added to each row's sum at the
-    # end (no split or packing)
+    # entry (float32, base 2: log2(e)·sink) and value 0, taken into each row's online
+    # softmax at the end (with split-KV, by split 0)
     sink: bool = False
 
     def __post_init__(self) -> None:  # read back from JSON: lists
