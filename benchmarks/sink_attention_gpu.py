@@ -6,10 +6,11 @@ On the CPU machine:  .venv/bin/python benchmarks/sink_attention_gpu.py prepare b
 On the GPU machine:  python3 benchmarks/sink_attention_gpu.py run build/sinks OUT
 
 Each case is one prefill, or one decoding step (a query over a cache), at GPT-OSS-20B's
-attention shape (64 query heads over 8 K/V heads of 64, fp16), written as transformers' eager attention writes it: K and V repeated
-per query head, the scaled scores plus a causal mask computed from positions (a sliding
-window of 128 on its sliding layers), the learned sinks concatenated to every row, the
-row max subtracted, softmax, the sink column dropped, P·V. Systems: ours_sm90
+attention shape (64 query heads over 8 K/V heads of 64, fp16), written as transformers'
+eager attention writes it: K and V repeated per query head, the scaled scores plus a
+causal mask computed from positions (a sliding window of 128 on its sliding layers), the
+learned sinks concatenated to every row, the row max subtracted, softmax, the sink column
+dropped, P·V. Systems: ours_sm90
 (fc.compile(..., target="cuda", cuda_arch="sm_90")), torch_eager and torch_compile (the
 same module); torch_sdpa_cudnn_no_sink is SDPA with cuDNN on the same shape, causal (the
 window as a boolean mask) and without the sink: not the same computation, a scale for

@@ -101,6 +101,13 @@ _DYNAMIC_RESHAPE = (
 )
 
 
+_SLICED_PROBABILITIES = (
+    "the probabilities are sliced before P·V other than by dropping their last column "
+    "with static sizes (a sink's column dropped at a dynamic sequence length is not "
+    "recognised yet); export with static sizes to fuse it"
+)
+
+
 def _leads_to_softmax(value: ir.Value, depth: int = 6) -> bool:
     """Whether ``value`` is a softmax's result, through casts and reshapes."""
     op = linalg.producer(value)
@@ -158,6 +165,13 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
         op = linalg.producer(op.operands[0])
     if op is not None and op.name == "tensor.reshape" and _leads_to_softmax(op.operands[0]):
         return NearMiss(pv, _DYNAMIC_RESHAPE)
+    if (
+        op is not None
+        and op.name == "tensor.extract_slice"
+        and not sink_dropped
+        and _leads_to_softmax(op.operands[0])
+    ):
+        return NearMiss(pv, _SLICED_PROBABILITIES)
     found = softmax.match(op) if op is not None else None
     if not isinstance(found, softmax.Softmax):
         return None

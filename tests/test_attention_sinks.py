@@ -246,6 +246,25 @@ def test_the_sm90_split_kv_kernel_takes_the_sink_in_its_first_split(gqa) -> None
     assert rel_error(got.reshape(want.shape), want) < 2e-3
 
 
+def test_a_sink_at_a_dynamic_length_is_left_unfused_and_says_why() -> None:
+    """With a dynamic sequence length the sink's column is dropped by a slice whose
+    bounds are computed at run time: not recognised yet, the remark says so (and where),
+    and the unfused module still equals PyTorch."""
+    from variants import Attention
+
+    torch.manual_seed(0)
+    model = Attention(4, 64, 64, 16, mask="causal-iota", sink=True).eval()
+    n = torch.export.Dim("n", min=2, max=512)
+    example = tuple(torch.randn(1, 4, 64, 16) for _ in range(3))
+    module = fc.compile(model, example, dynamic_shapes=({2: n},) * 3)
+    assert module.stats["attention_ops"] == 0
+    (why,) = [r for r in module.remarks if r.message.startswith("attention not fused")]
+    assert "dynamic sequence length" in why.message and "variants.py" in why.location
+    args = tuple(torch.randn(1, 4, 37, 16) for _ in range(3))
+    with torch.no_grad():
+        assert rel_error(fc.load(module)(*args), model(*args)) < 1e-5
+
+
 class _ShiftedAlongColumns(torch.nn.Module):
     """The row maxes subtracted along the columns (an (M, 1) max broadcast as (1, M),
     M = N + 1): each entry of a row shifted by another amount, which no softmax ignores."""
