@@ -5,7 +5,7 @@ The graphs come from ``fuzz_graphs.Case`` (see there for every dimension drawn).
 case runs in a child process (``fuzz_graphs.Worker``): a compile that crashes fails
 its case, not the session.
 
-- ``test_fuzz``: the fast profile, in every run: 16 derandomized examples, mostly small
+- ``test_fuzz``: the fast profile, in every run: 10 derandomized examples, mostly small
   shapes (about a minute on 2 cores); a failure is reported as found, not shrunk.
 - ``test_fuzz_long``: ``pytest -m long tests/test_fuzz.py``, 2000 examples, larger shapes
   more often, failures shrunk (skipped unless ``-m long`` names it).
@@ -216,7 +216,7 @@ def _explore(strategy: st.SearchStrategy[Case], **options) -> None:
 def test_fuzz() -> None:
     _explore(
         cases(large=0.05),
-        max_examples=int(os.environ.get("FUZZ_EXAMPLES", "16")),
+        max_examples=int(os.environ.get("FUZZ_EXAMPLES", "10")),
         derandomize=True,
         database=None,
         # a failure is reported as found: shrinking would re-compile it hundreds of times

@@ -76,7 +76,9 @@ VULKAN_CASES = [
     # BERT runs on Vulkan in every run in test_mask_spellings too
     pytest.param("bert", "sdpa", marks=pytest.mark.long),
     ("gemma2", "eager"),
-    ("bart", "sdpa"),
+    # an encoder-decoder: on the CPU in every run (test_architecture_fused_...); here the
+    # slowest Vulkan case by far (90 s under llvmpipe), so in the long runs only
+    pytest.param("bart", "sdpa", marks=pytest.mark.long),
     ("modernbert", "sdpa"),
 ]
 
