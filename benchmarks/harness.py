@@ -198,7 +198,8 @@ def by_case(records: list[dict]) -> dict[str, dict[str, dict]]:
 
 
 def table(records: list[dict], key: str = "case") -> str:
-    """Markdown: a row per case and system with the three timings, TFLOP/s and error."""
+    """Markdown: a row per case and system with the three timings, TFLOP/s and error
+    ("-" for a record that has none: a copy timed for its bandwidth)."""
     lines = [
         f"| {key} | system | device ms | loop ms | call ms | TFLOP/s | rel. error |",
         "|---|---|---|---|---|---|---|",
@@ -209,7 +210,8 @@ def table(records: list[dict], key: str = "case") -> str:
             continue
         lines.append(
             f"| {r[key]} | {r['system']} | {_cell(r['device_ms'])} | {_cell(r['loop_ms'])} "
-            f"| {_cell(r['call_ms'])} | {r['tflops']:.3g} | {r['rel_err']:.1e} |"
+            f"| {_cell(r['call_ms'])} | {_cell(r.get('tflops'), '.3g')} "
+            f"| {_cell(r.get('rel_err'), '.1e')} |"
         )
     return "\n".join(lines) + "\n"
 
