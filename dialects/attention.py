@@ -103,8 +103,7 @@ _DYNAMIC_RESHAPE = (
 
 _SLICED_PROBABILITIES = (
     "the probabilities are sliced before P·V other than by dropping their last column "
-    "with static sizes (a sink's column dropped at a dynamic sequence length is not "
-    "recognised yet); export with static sizes to fuse it"
+    "(a sink's), or the slice's computed sizes could not be proven to drop exactly it"
 )
 
 
@@ -158,7 +157,7 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
     while op is not None and (
         op.name == "tensor.collapse_shape"
         or (linalg.is_generic(op) and _is_cast(op))
-        or (not sink_dropped and _drops_last_column(op))
+        or (not sink_dropped and linalg.drops_last_column(op))
     ):
         sink_dropped = sink_dropped or op.name == "tensor.extract_slice"
         replaced.append(op)
@@ -225,7 +224,8 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
     for op in replaced[1:]:  # all but P @ V, whose result the fused op takes over
         for result in op.results:
             for user in _uses(result):
-                if not any(user == inner for inner in replaced):
+                # a size read from it is read from the operands after detection (_CLEANUP)
+                if user.name != "tensor.dim" and not any(user == inner for inner in replaced):
                     return NearMiss(
                         pv,
                         f"an intermediate ({op.name}) is also used by {user.name}, so the "
@@ -248,16 +248,6 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
     if sink is not None and not _sink_fits(sink, qk, expands):
         return NearMiss(pv, "the sink logits are not one per (batch, query row) of the scores")
     return Attention(qk, pv, score_ops, score_inputs, total, replaced, sink)
-
-
-def _drops_last_column(op: ir.Operation) -> bool:
-    """A ``tensor.extract_slice`` that keeps all but the last entry of the last dim."""
-    found = linalg.plain_slice(op)
-    if found is None:
-        return False
-    offsets, sizes = found
-    shape = ir.RankedTensorType(op.operands[0].type).shape
-    return not any(offsets) and sizes == [*shape[:-1], shape[-1] - 1] and shape[-1] > 1
 
 
 def _sink(value: ir.Value, rank: int) -> tuple[ir.Value, ir.Value, list] | str:
@@ -297,12 +287,12 @@ def _sink(value: ir.Value, rank: int) -> tuple[ir.Value, ir.Value, list] | str:
 
 def _sink_fits(sink: ir.Value, qk: ir.Operation, expands: list[ir.Operation]) -> bool:
     """Whether ``sink`` has one logit per row of QK's scores: (B, M, 1) as they are, or
-    (B1, B2, M, 1) as their one expand made them; static."""
+    (B1, B2, M, 1) as their one expand made them (a dynamic dim where theirs is: the
+    concatenation with the scores makes them equal)."""
     shape = ir.RankedTensorType(sink.type).shape
     spaces = [qk.results[0], *(e.results[0] for e in expands)]
     rows = [ir.RankedTensorType(v.type).shape[:-1] for v in spaces]
-    static = all(not ir.ShapedType.is_dynamic_size(d) for d in shape)
-    return static and any(shape == [*r, 1] for r in rows)
+    return any(shape == [*r, 1] for r in rows)
 
 
 def _sink_rows(found: Attention) -> ir.Value:

@@ -157,6 +157,172 @@ def plain_slice(op: ir.Operation | None) -> tuple[list[int], list[int]] | None:
     return offsets, sizes
 
 
+def _slice_operands(op: ir.Operation) -> tuple[list, list, list]:
+    """(offsets, sizes, strides) of a ``tensor.extract_slice``: each an int, or the index
+    value given for it."""
+    dynamic = iter(list(op.operands)[1:])
+    found = []
+    for name in ("offsets", "sizes", "strides"):
+        static = list(ir.DenseI64ArrayAttr(op.attributes[f"static_{name}"]))
+        found.append([next(dynamic) if ir.ShapedType.is_dynamic_size(n) else n for n in static])
+    return found[0], found[1], found[2]
+
+
+def drops_last_column(op: ir.Operation | None) -> bool:
+    """Whether ``op`` is a ``tensor.extract_slice`` keeping all of its source but the
+    last entry of the last dim, its sizes static or computed (as torch's slice ``[..., :-1]``
+    computes them for a dynamic length: proven from the sizes they are computed from)."""
+    if op is None or op.name != "tensor.extract_slice":
+        return False
+    source = op.operands[0]
+    rank = ir.RankedTensorType(source.type).rank
+    if ir.RankedTensorType(op.results[0].type).rank != rank:
+        return False
+    offsets, sizes, strides = _slice_operands(op)
+    whole = [dim_form(source, d) for d in range(rank)]
+    if whole[-1] is None or (set(whole[-1]) == {1} and whole[-1][1] <= 1):
+        return False  # nothing would be left
+    wanted = [*whole[:-1], _plus(whole[-1], {1: -1})]
+    return (
+        all(s == 1 for s in strides)
+        and all(_form(o) == {1: 0} for o in offsets)
+        and all(f is not None and _form(s) == f for s, f in zip(sizes, wanted, strict=True))
+    )
+
+
+# An index value as an affine form over the sizes it is computed from: root -> its
+# coefficient (roots as ``dim_root`` names them: sizes, never negative), 1 -> the
+# constant; None where it is not affine in them, or a min, max or select in it cannot be
+# decided from the roots being sizes.
+Form = dict
+
+
+def _form(value: ir.Value | int, depth: int = 0) -> Form | None:
+    if isinstance(value, int):
+        return {1: value}
+    constant = constant_value(value)
+    if isinstance(constant, int) and not isinstance(constant, bool):
+        return {1: constant}
+    op = producer(value)
+    if op is None or depth > 32:
+        return None
+    name, args = op.name, list(op.operands)
+    if name == "tensor.dim":
+        dim = constant_value(args[1])
+        return dim_form(args[0], dim, depth + 1) if isinstance(dim, int) else None
+    if name in ("arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui"):
+        return _form(args[0], depth + 1)
+    if name == "affine.apply":
+        return _affine_form(ir.AffineMapAttr(op.attributes["map"]).value, args, depth)
+    forms = [_form(a, depth + 1) for a in args]
+    if name in ("arith.addi", "arith.subi"):
+        a, b = forms
+        return None if a is None or b is None else _plus(a, b, -1 if name == "arith.subi" else 1)
+    if name == "arith.muli":
+        return _times(*forms)
+    if name in ("arith.minsi", "arith.maxsi"):
+        order = _ordered(*forms)
+        if order is None:
+            return None
+        return forms[0] if (order <= 0) == (name == "arith.minsi") else forms[1]
+    if name == "arith.select":
+        taken = _decided(producer(args[0]), depth)
+        return None if taken is None else forms[1 if taken else 2]
+    return None
+
+
+def dim_form(value: ir.Value, dim: int, depth: int = 0) -> Form | None:
+    """Dim ``dim`` of ``value`` as a ``Form``."""
+    size = ir.RankedTensorType(value.type).shape[dim]
+    if not ir.ShapedType.is_dynamic_size(size):
+        return {1: size}
+    root = dim_root(value, dim)
+    if isinstance(root, ir.Value):  # an index value the size was computed as
+        return _form(root, depth + 1)
+    return {root: 1, 1: 0}
+
+
+def _plus(a: Form, b: Form, scale: int = 1) -> Form:
+    total = {1: 0, **a}
+    for key, n in b.items():
+        total[key] = total.get(key, 0) + scale * n
+    return {key: n for key, n in total.items() if n or key == 1}
+
+
+def _times(a: Form | None, b: Form | None) -> Form | None:
+    if a is None or b is None:
+        return None
+    if set(a) == {1}:
+        a, b = b, a
+    if set(b) != {1}:
+        return None  # a product of two sizes: not affine
+    return {key: n * b[1] for key, n in a.items() if n * b[1] or key == 1}
+
+
+def _at_least(form: Form, bound: int) -> bool:
+    """Whether ``form`` >= ``bound`` for all sizes (its roots, each >= 0)."""
+    return form[1] >= bound and all(n >= 0 for key, n in form.items() if key != 1)
+
+
+def _at_most(form: Form, bound: int) -> bool:
+    return form[1] <= bound and all(n <= 0 for key, n in form.items() if key != 1)
+
+
+def _ordered(a: Form | None, b: Form | None) -> int | None:
+    """-1 where a <= b for all sizes, 1 where a >= b (0 where equal); else None."""
+    if a is None or b is None:
+        return None
+    difference = _plus(a, b, -1)
+    if set(difference) == {1} and difference[1] == 0:
+        return 0
+    if _at_most(difference, 0):
+        return -1
+    return 1 if _at_least(difference, 0) else None
+
+
+def _decided(compare: ir.Operation | None, depth: int) -> bool | None:
+    """The value of an ``arith.cmpi`` (signed or equality) where the forms of its two
+    sides decide it for all sizes."""
+    if compare is None or compare.name != "arith.cmpi":
+        return None
+    a, b = (_form(v, depth + 1) for v in compare.operands)
+    if a is None or b is None:
+        return None
+    d = _plus(a, b, -1)  # a - b
+    # arith.cmpi's predicates: eq, ne, slt, sle, sgt, sge (0-5); the unsigned ones (6-9)
+    # are left undecided
+    below = True if _at_most(d, -1) else (False if _at_least(d, 0) else None)  # a < b
+    above = True if _at_least(d, 1) else (False if _at_most(d, 0) else None)  # a > b
+    predicate = ir.IntegerAttr(compare.attributes["predicate"]).value
+    if predicate in (0, 1):
+        equal = _ordered(a, b) == 0 or (False if below or above else None)
+        return None if equal is None else equal == (predicate == 0)
+    decided = {2: below, 3: None if above is None else not above, 4: above}
+    decided[5] = None if below is None else not below
+    return decided.get(predicate)
+
+
+def _affine_form(map_: ir.AffineMap, args: list[ir.Value], depth: int) -> Form | None:
+    if len(map_.results) != 1:
+        return None
+
+    def walk(expr: ir.AffineExpr) -> Form | None:
+        if isinstance(expr, ir.AffineConstantExpr):
+            return {1: expr.value}
+        if isinstance(expr, ir.AffineDimExpr):
+            return _form(args[expr.position], depth + 1)
+        if isinstance(expr, ir.AffineSymbolExpr):
+            return _form(args[map_.n_dims + expr.position], depth + 1)
+        if isinstance(expr, ir.AffineAddExpr):
+            a, b = walk(expr.lhs), walk(expr.rhs)
+            return None if a is None or b is None else _plus(a, b)
+        if isinstance(expr, ir.AffineMulExpr):
+            return _times(walk(expr.lhs), walk(expr.rhs))
+        return None
+
+    return walk(map_.results[0])
+
+
 def is_generic(op: ir.Operation | None) -> bool:
     return op is not None and op.name == "linalg.generic"
 

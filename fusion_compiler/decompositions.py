@@ -115,12 +115,40 @@ def _gelu_tanh(x, approximate="none"):
 _COMPOSED = [aten.meshgrid.default, aten.meshgrid.indexing]
 
 
-def _topk_sorted(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (aten's name)
-    """``topk(sorted=False)`` as the sorted top k (IREE 3.13 lowers only that; DeepSeek-V3's
-    router asks for unsorted): any order is a valid one for the unsorted call."""
+_FEW_ROUNDS = 16  # a top k of dynamic sizes up to which it is found by rounds
+
+
+def _topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (aten's name)
+    """A top k of sizes known only at run time, k small, as k rounds of max and argmax
+    (``_top_by_rounds``): IREE 3.13 miscompiles its sort there (the second
+    ``iree_linalg_ext.sort`` of a module with dynamic sizes returns unsorted indices:
+    an MoE's second layer routed to the wrong experts). ``topk(sorted=False)`` otherwise
+    as the sorted top k (IREE 3.13 lowers only that; DeepSeek-V3's router asks for
+    unsorted): any order is a valid one for the unsorted call."""
+    dynamic = any(isinstance(n, torch.SymInt) for n in x.shape)
+    if dynamic and x.is_floating_point() and x.dim() > 0 and k <= _FEW_ROUNDS:
+        return _top_by_rounds(x, k, dim % x.dim(), largest)
     if sorted:
         return NotImplemented
     return aten.topk.default(x, k, dim, largest, True)
+
+
+def _top_by_rounds(x, k, dim, largest):
+    """(values, indices) of the top k along ``dim``, largest first (smallest with
+    ``largest=False``): each round the max and its first index, then that entry set to
+    -inf for the next. NaN counts as the largest, as in topk."""
+    work = x if largest else -x
+    shape = [1] * x.dim()
+    shape[dim] = x.shape[dim]
+    positions = torch.arange(x.shape[dim], device=x.device).view(shape)
+    values, indices = [], []
+    for _ in range(k):
+        index = torch.argmax(work, dim, keepdim=True)
+        top = torch.amax(work, dim, keepdim=True)
+        values.append(top if largest else -top)
+        indices.append(index)
+        work = torch.where(positions == index, -math.inf, work)
+    return torch.cat(values, dim), torch.cat(indices, dim)
 
 
 _FEW_SCATTERED = 16  # positions per slice up to which a scatter is compared, not indexed
@@ -172,7 +200,7 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.log_softmax.int: _log_softmax_in_f32,
     aten.gelu.default: _gelu_tanh,
     aten.squeeze.dims: _squeeze_dims,
-    aten.topk.default: _topk_sorted,
+    aten.topk.default: _topk,
     aten.scatter.src: _scatter_by_compare,
     aten.scatter.value: _scatter_by_compare,
     aten.__and__.Tensor: _bitwise(torch.bitwise_and),

@@ -246,10 +246,10 @@ def test_the_sm90_split_kv_kernel_takes_the_sink_in_its_first_split(gqa) -> None
     assert rel_error(got.reshape(want.shape), want) < 2e-3
 
 
-def test_a_sink_at_a_dynamic_length_is_left_unfused_and_says_why() -> None:
-    """With a dynamic sequence length the sink's column is dropped by a slice whose
-    bounds are computed at run time: not recognised yet, the remark says so (and where),
-    and the unfused module still equals PyTorch."""
+def test_a_sink_at_dynamic_lengths_is_fused_and_equal_to_pytorch() -> None:
+    """With a dynamic sequence length torch's ``[..., :-1]`` computes the slice's sizes
+    (clamped, normalised); detection proves from them that it drops exactly the sink's
+    column, and one compile gives PyTorch's answer at every length."""
     from variants import Attention
 
     torch.manual_seed(0)
@@ -257,12 +257,35 @@ def test_a_sink_at_a_dynamic_length_is_left_unfused_and_says_why() -> None:
     n = torch.export.Dim("n", min=2, max=512)
     example = tuple(torch.randn(1, 4, 64, 16) for _ in range(3))
     module = fc.compile(model, example, dynamic_shapes=({2: n},) * 3)
-    assert module.stats["attention_ops"] == 0
-    (why,) = [r for r in module.remarks if r.message.startswith("attention not fused")]
-    assert "dynamic sequence length" in why.message and "variants.py" in why.location
-    args = tuple(torch.randn(1, 4, 37, 16) for _ in range(3))
-    with torch.no_grad():
-        assert rel_error(fc.load(module)(*args), model(*args)) < 1e-5
+    assert module.stats["attention_ops"] == 1, module.remarks
+    assert module.stats["softmax_ops"] == 0
+    run = fc.load(module)
+    for length in (2, 37, 300):
+        args = tuple(torch.randn(1, 4, length, 16) for _ in range(3))
+        with torch.no_grad():
+            assert rel_error(run(*args), model(*args)) < 1e-5, f"length {length}"
+
+
+def test_the_sm90_kernel_takes_a_sink_at_dynamic_lengths() -> None:
+    """Sequence lengths dynamic: the sink's (B·H, n) logits read at the call's length."""
+    from variants import Attention
+
+    from fusion_compiler.backends.triton.kernel import run_interpreted
+
+    torch.manual_seed(0)
+    model = Attention(4, 128, 128, 64, mask="causal-iota", upcast=True, sink=True).eval()
+    n = torch.export.Dim("n", min=2, max=4096)
+    example = tuple(torch.randn(1, 4, 128, 64).half() for _ in range(3))
+    spec, sinks = _sm90_spec_and_rows(model, example, dynamic_shapes=({2: n},) * 3)
+    assert spec.dynamic
+    for length in (77, 130):
+        q, k, v = (torch.randn(1, 4, length, 64).half() for _ in range(3))
+        sizes = torch.tensor([length, length], dtype=torch.int32)
+        rows = sinks[:, None].expand(4, length).contiguous()
+        got = run_interpreted(spec, q, k, v, sizes=sizes, sink=rows)
+        with torch.no_grad():
+            want = model.double()(q.double(), k.double(), v.double())
+        assert rel_error(got.reshape(want.shape), want) < 2e-3, f"length {length}"
 
 
 class _ShiftedAlongColumns(torch.nn.Module):

@@ -251,6 +251,37 @@ def test_einsum_broadcast_against_a_dynamic_length() -> None:
     assert rel_error(run(q, k), model(q, k)) < 1e-6
 
 
+class _TwoRouters(torch.nn.Module):
+    """Two MoE routers over tokens of a dynamic count, each its top k experts (k = 1 and
+    k = 3 of 5; the second largest first, the first smallest first)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(8, 5), torch.nn.Linear(8, 5)
+
+    def forward(self, x):
+        top_a, first = self.a(x).topk(1, dim=-1)
+        top_b, second = self.b(x * first).topk(3, dim=-1, largest=False)
+        return top_a, first, top_b, second
+
+
+def test_two_top_k_of_a_dynamic_token_count_match_pytorch() -> None:
+    """IREE 3.13 returns the second sort of a module with dynamic sizes unsorted (a
+    GPT-OSS of two MoE layers routed its second layer's tokens to the wrong experts):
+    a dynamic top k is found by rounds of max instead. The indices exact."""
+    torch.manual_seed(0)
+    model = _TwoRouters().eval()
+    tokens = torch.export.Dim("tokens", min=2, max=64)
+    run = fc.load(fc.compile(model, (torch.randn(16, 8),), dynamic_shapes=({0: tokens},)))
+    for count in (16, 9, 40):
+        x = torch.randn(count, 8)
+        with torch.no_grad():
+            want = model(x)
+        got = run(x)
+        assert torch.equal(got[1], want[1]) and torch.equal(got[3], want[3]), count
+        assert rel_error(got[0], want[0]) < 1e-6 and rel_error(got[2], want[2]) < 1e-6
+
+
 @pytest.mark.parametrize(
     ("equation", "a", "b"),
     [("...qk,...kd->...qd", (1, 2, 3, 0), (1, 2, 0, 16)), ("...k,...k->...", (3, 0), (3, 0))],
