@@ -335,9 +335,11 @@ class DecodeStep(torch.nn.Module):
         return out.last_hidden_state
 
 
-def decode_step(name: str, past: int = 12) -> tuple[torch.nn.Module, Callable[[], tuple]]:
+def decode_step(
+    name: str, past: int = 12, attn_implementation: str = "sdpa"
+) -> tuple[torch.nn.Module, Callable[[], tuple]]:
     """A decoder's step over ``past`` cached positions (the second sequence left-padded)."""
-    model, _ = build(name, "sdpa")
+    model, _ = build(name, attn_implementation)
     config = model.model.config
     heads = getattr(config, "num_key_value_heads", config.num_attention_heads)
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads

@@ -120,9 +120,12 @@ def test_dynamic_sequence_length_one_compile_three_lengths(name: str, impl: str)
         assert rel_error(run(*fresh), want) < 1e-4, f"length {length}"
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen3", "gpt2"])
-def test_decode_step_with_past_keys_and_values_as_inputs(name: str) -> None:
-    step, inputs = hf_corpus.decode_step(name)
+# GPT-OSS: one query row against the cache, its sink appended to it (eager: no SDPA path)
+@pytest.mark.parametrize(
+    ("name", "impl"), [("llama", "sdpa"), ("qwen3", "sdpa"), ("gpt2", "sdpa"), ("gpt_oss", "eager")]
+)
+def test_decode_step_with_past_keys_and_values_as_inputs(name: str, impl: str) -> None:
+    step, inputs = hf_corpus.decode_step(name, attn_implementation=impl)
     module = fc.compile(torch.export.export(step, inputs(), strict=False), target="cpu")
     assert module.stats["attention_ops"] == hf_corpus.ARCHS[name].attentions, module.remarks
     fresh = inputs()
