@@ -179,14 +179,15 @@ def drops_last_column(op: ir.Operation | None) -> bool:
     if ir.RankedTensorType(op.results[0].type).rank != rank:
         return False
     offsets, sizes, strides = _slice_operands(op)
-    whole = [dim_form(source, d) for d in range(rank)]
+    memo: dict = {}
+    whole = [dim_form(source, d, memo) for d in range(rank)]
     if whole[-1] is None or (set(whole[-1]) == {1} and whole[-1][1] <= 1):
         return False  # nothing would be left
     wanted = [*whole[:-1], _plus(whole[-1], {1: -1})]
     return (
-        all(s == 1 for s in strides)
-        and all(_form(o) == {1: 0} for o in offsets)
-        and all(f is not None and _form(s) == f for s, f in zip(sizes, wanted, strict=True))
+        all(_form(s, memo) == {1: 1} for s in strides)
+        and all(_form(o, memo) == {1: 0} for o in offsets)
+        and all(f is not None and _form(s, memo) == f for s, f in zip(sizes, wanted, strict=True))
     )
 
 
@@ -197,24 +198,34 @@ def drops_last_column(op: ir.Operation | None) -> bool:
 Form = dict
 
 
-def _form(value: ir.Value | int, depth: int = 0) -> Form | None:
+def _form(value: ir.Value | int, memo: dict, depth: int = 0) -> Form | None:
+    """``value`` as a ``Form`` (``memo``: the forms found so far, by value)."""
     if isinstance(value, int):
         return {1: value}
+    if value not in memo:
+        memo[value] = _form_of(value, memo, depth) if depth <= 32 else None
+    return memo[value]
+
+
+def _form_of(value: ir.Value, memo: dict, depth: int) -> Form | None:
     constant = constant_value(value)
     if isinstance(constant, int) and not isinstance(constant, bool):
         return {1: constant}
     op = producer(value)
-    if op is None or depth > 32:
+    if op is None:
         return None
     name, args = op.name, list(op.operands)
     if name == "tensor.dim":
         dim = constant_value(args[1])
-        return dim_form(args[0], dim, depth + 1) if isinstance(dim, int) else None
-    if name in ("arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui"):
-        return _form(args[0], depth + 1)
+        return dim_form(args[0], dim, memo, depth + 1) if isinstance(dim, int) else None
+    if name in ("arith.index_cast", "arith.extsi"):  # signed: the value kept (no overflow)
+        return _form(args[0], memo, depth + 1)
     if name == "affine.apply":
-        return _affine_form(ir.AffineMapAttr(op.attributes["map"]).value, args, depth)
-    forms = [_form(a, depth + 1) for a in args]
+        return _affine_form(ir.AffineMapAttr(op.attributes["map"]).value, args, memo, depth)
+    if name == "arith.select":
+        taken = _decided(producer(args[0]), memo, depth)
+        return None if taken is None else _form(args[1 if taken else 2], memo, depth + 1)
+    forms = [_form(a, memo, depth + 1) for a in args]
     if name in ("arith.addi", "arith.subi"):
         a, b = forms
         return None if a is None or b is None else _plus(a, b, -1 if name == "arith.subi" else 1)
@@ -225,20 +236,17 @@ def _form(value: ir.Value | int, depth: int = 0) -> Form | None:
         if order is None:
             return None
         return forms[0] if (order <= 0) == (name == "arith.minsi") else forms[1]
-    if name == "arith.select":
-        taken = _decided(producer(args[0]), depth)
-        return None if taken is None else forms[1 if taken else 2]
     return None
 
 
-def dim_form(value: ir.Value, dim: int, depth: int = 0) -> Form | None:
+def dim_form(value: ir.Value, dim: int, memo: dict, depth: int = 0) -> Form | None:
     """Dim ``dim`` of ``value`` as a ``Form``."""
     size = ir.RankedTensorType(value.type).shape[dim]
     if not ir.ShapedType.is_dynamic_size(size):
         return {1: size}
     root = dim_root(value, dim)
     if isinstance(root, ir.Value):  # an index value the size was computed as
-        return _form(root, depth + 1)
+        return _form(root, memo, depth + 1)
     return {root: 1, 1: 0}
 
 
@@ -280,12 +288,12 @@ def _ordered(a: Form | None, b: Form | None) -> int | None:
     return 1 if _at_least(difference, 0) else None
 
 
-def _decided(compare: ir.Operation | None, depth: int) -> bool | None:
+def _decided(compare: ir.Operation | None, memo: dict, depth: int) -> bool | None:
     """The value of an ``arith.cmpi`` (signed or equality) where the forms of its two
     sides decide it for all sizes."""
     if compare is None or compare.name != "arith.cmpi":
         return None
-    a, b = (_form(v, depth + 1) for v in compare.operands)
+    a, b = (_form(v, memo, depth + 1) for v in compare.operands)
     if a is None or b is None:
         return None
     d = _plus(a, b, -1)  # a - b
@@ -302,7 +310,7 @@ def _decided(compare: ir.Operation | None, depth: int) -> bool | None:
     return decided.get(predicate)
 
 
-def _affine_form(map_: ir.AffineMap, args: list[ir.Value], depth: int) -> Form | None:
+def _affine_form(map_: ir.AffineMap, args: list[ir.Value], memo: dict, depth: int) -> Form | None:
     if len(map_.results) != 1:
         return None
 
@@ -310,9 +318,9 @@ def _affine_form(map_: ir.AffineMap, args: list[ir.Value], depth: int) -> Form |
         if isinstance(expr, ir.AffineConstantExpr):
             return {1: expr.value}
         if isinstance(expr, ir.AffineDimExpr):
-            return _form(args[expr.position], depth + 1)
+            return _form(args[expr.position], memo, depth + 1)
         if isinstance(expr, ir.AffineSymbolExpr):
-            return _form(args[map_.n_dims + expr.position], depth + 1)
+            return _form(args[map_.n_dims + expr.position], memo, depth + 1)
         if isinstance(expr, ir.AffineAddExpr):
             a, b = walk(expr.lhs), walk(expr.rhs)
             return None if a is None or b is None else _plus(a, b)

@@ -126,7 +126,7 @@ def _topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (aten's name)
     as the sorted top k (IREE 3.13 lowers only that; DeepSeek-V3's router asks for
     unsorted): any order is a valid one for the unsorted call."""
     dynamic = any(isinstance(n, torch.SymInt) for n in x.shape)
-    if dynamic and x.is_floating_point() and x.dim() > 0 and k <= _FEW_ROUNDS:
+    if dynamic and x.is_floating_point() and x.dim() > 0 and 0 < k <= _FEW_ROUNDS:
         return _top_by_rounds(x, k, dim % x.dim(), largest)
     if sorted:
         return NotImplemented
@@ -135,19 +135,26 @@ def _topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (aten's name)
 
 def _top_by_rounds(x, k, dim, largest):
     """(values, indices) of the top k along ``dim``, largest first (smallest with
-    ``largest=False``): each round the max and its first index, then that entry set to
-    -inf for the next. NaN counts as the largest, as in topk."""
-    work = x if largest else -x
+    ``largest=False``), as topk orders them: NaN above every number, each index once.
+    Each round takes the first entry not yet taken that ties with the round's best."""
     shape = [1] * x.dim()
     shape[dim] = x.shape[dim]
     positions = torch.arange(x.shape[dim], device=x.device).view(shape)
+    nan = torch.isnan(x)
+    work = x if largest else -x
+    taken = torch.zeros_like(x, dtype=torch.bool)
     values, indices = [], []
     for _ in range(k):
-        index = torch.argmax(work, dim, keepdim=True)
-        top = torch.amax(work, dim, keepdim=True)
-        values.append(top if largest else -top)
+        numbers = torch.where(taken | nan, -math.inf, work)
+        best = (numbers == torch.amax(numbers, dim, keepdim=True)) & ~taken & ~nan
+        nans = nan & ~taken
+        first, then = (nans, best) if largest else (best, nans)
+        hit = torch.where(torch.any(first, dim, keepdim=True), first, then)
+        index = torch.argmax(hit.to(x.dtype), dim, keepdim=True)
+        chosen = positions == index
+        values.append(torch.amax(torch.where(chosen, x, -math.inf), dim, keepdim=True))
         indices.append(index)
-        work = torch.where(positions == index, -math.inf, work)
+        taken = taken | chosen
     return torch.cat(values, dim), torch.cat(indices, dim)
 
 

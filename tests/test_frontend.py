@@ -282,6 +282,35 @@ def test_two_top_k_of_a_dynamic_token_count_match_pytorch() -> None:
         assert rel_error(got[0], want[0]) < 1e-6 and rel_error(got[2], want[2]) < 1e-6
 
 
+class _MaskedTopK(torch.nn.Module):
+    """A top 3 of 5 over rows with masked (-inf) and NaN entries, largest and smallest."""
+
+    def forward(self, x, masked):
+        x = x.masked_fill(masked, float("-inf"))
+        return x.topk(3, dim=-1), x.topk(3, dim=-1, largest=False)
+
+
+def test_a_dynamic_top_k_over_minus_inf_and_nan_takes_each_index_once() -> None:
+    """The rounds take each index once where the rest ties at -inf, and order NaN above
+    every number as topk does; values equal PyTorch's, each index points at its value."""
+    torch.manual_seed(0)
+    model = _MaskedTopK().eval()
+    tokens = torch.export.Dim("tokens", min=2, max=64)
+    example = (torch.randn(16, 5), torch.rand(16, 5) < 0.5)
+    run = fc.load(fc.compile(model, example, dynamic_shapes=({0: tokens}, {0: tokens})))
+    x, masked = torch.randn(9, 5), torch.rand(9, 5) < 0.6
+    x[0, 1] = float("nan")
+    masked[1] = True  # a row of -inf only
+    got, want = run(x, masked), model(x, masked)
+    for (values, indices), (want_values, _) in zip(
+        (got[0:2], got[2:4]), (want[0], want[1]), strict=True
+    ):
+        assert torch.equal(values.nan_to_num(), want_values.nan_to_num())
+        assert all(len(set(row.tolist())) == 3 for row in indices)
+        picked = x.masked_fill(masked, float("-inf")).gather(1, indices)
+        assert torch.equal(picked.nan_to_num(), values.nan_to_num())
+
+
 @pytest.mark.parametrize(
     ("equation", "a", "b"),
     [("...qk,...kd->...qd", (1, 2, 3, 0), (1, 2, 0, 16)), ("...k,...k->...", (3, 0), (3, 0))],
