@@ -33,7 +33,6 @@ from attention_peers import Unfused
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fusion_compiler as fc  # noqa: E402
-from fusion_compiler import targets  # noqa: E402
 
 HEADS, KV_HEADS, D = 32, 8, 128
 # (batch, cached tokens)
@@ -68,11 +67,7 @@ def _tiling_pipeline(tiling: str) -> str:
         raise SystemExit(f"--tilings: {tiling!r} is not nBLOCK_NsSTAGESkSPLITS")
     block_n, stages, splits = match.groups()
     options = f"arch=sm_90 block-n={block_n} num-stages={stages} splits={splits}"
-    passes = [
-        f"fusion-kernel-attention{{{options}}}" if p.startswith("fusion-kernel-attention") else p
-        for p in targets.pipeline("cuda", kernel_arch="sm_90")
-    ]
-    return f"builtin.module({','.join(passes)})"
+    return harness.sm90_pipeline("fusion-kernel-attention", options)
 
 
 def _systems(args: argparse.Namespace) -> dict[str, dict]:

@@ -175,6 +175,17 @@ def module(folder: Path, name: str, device: str) -> Callable:
     return fails
 
 
+def sm90_pipeline(pass_name: str, options: str) -> str:
+    """Our sm_90 CUDA pipeline with ``pass_name`` given ``options`` (a tiling to time)."""
+    from fusion_compiler import targets
+
+    passes = [
+        f"{pass_name}{{{options}}}" if p.startswith(pass_name) else p
+        for p in targets.pipeline("cuda", kernel_arch="sm_90")
+    ]
+    return f"builtin.module({','.join(passes)})"
+
+
 def selected(name: str, only: str) -> bool:
     """Whether ``--only`` selects case ``name``: it contains ``only``, or one of its
     comma- or ``|``-separated parts."""

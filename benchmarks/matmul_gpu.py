@@ -36,7 +36,6 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fusion_compiler as fc  # noqa: E402
-from fusion_compiler import targets  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -107,11 +106,7 @@ def _tiling_pipeline(tiling: str) -> str:
         f"arch=sm_90 block-m={m} block-n={n} block-k={k} num-warps={warps} "
         f"num-stages={stages} programs={programs} split-k={split or 1}"
     )
-    passes = [
-        f"fusion-kernel-matmul{{{options}}}" if p.startswith("fusion-kernel-matmul") else p
-        for p in targets.pipeline("cuda", kernel_arch="sm_90")
-    ]
-    return f"builtin.module({','.join(passes)})"
+    return harness.sm90_pipeline("fusion-kernel-matmul", options)
 
 
 def _selected(args: argparse.Namespace) -> dict[str, Case]:

@@ -288,6 +288,26 @@ def test_the_sm90_kernel_takes_a_sink_at_dynamic_lengths() -> None:
         assert rel_error(got.reshape(want.shape), want) < 2e-3, f"length {length}"
 
 
+class _FirstColumnDropped(torch.nn.Module):
+    """A logit prepended to the scores and its column dropped after: not the sink form
+    detection knows (the appended, last column)."""
+
+    def forward(self, q, k, v, first):
+        logits = torch.cat([first, q @ k.transpose(-1, -2)], dim=-1)
+        return torch.softmax(logits, dim=-1)[..., 1:] @ v
+
+
+def test_probabilities_sliced_otherwise_are_a_near_miss_that_says_why() -> None:
+    q, k, v = _inputs()
+    first = torch.randn(B, H, N, 1)
+    model = _FirstColumnDropped()
+    module = fc.compile(model, (q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), first))
+    assert module.stats["attention_ops"] == 0
+    assert any("sliced before P·V" in r.message for r in module.remarks), module.remarks
+    args = (q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), first)
+    assert rel_error(fc.load(module)(*args), model(*args)) < 1e-5
+
+
 class _ShiftedAlongColumns(torch.nn.Module):
     """The row maxes subtracted along the columns (an (M, 1) max broadcast as (1, M),
     M = N + 1): each entry of a row shifted by another amount, which no softmax ignores."""

@@ -4,26 +4,18 @@
 # the running max's start and adds it to the sum.
 # RUN: %PYTHON %s | FileCheck %s
 
+import sys
+from pathlib import Path
+
 import torch
 
-import fusion_compiler as fc
-
-
-class SinkAttention(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.sinks = torch.nn.Parameter(torch.randn(2))
-
-    def forward(self, q, k, v):
-        scores = q @ k.transpose(2, 3) * 0.25
-        sinks = self.sinks.reshape(1, -1, 1, 1).expand(q.shape[0], -1, q.shape[-2], -1)
-        logits = torch.cat([scores, sinks], dim=-1)
-        return torch.softmax(logits, dim=-1)[..., :-1] @ v
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+import fusion_compiler as fc  # noqa: E402
+from variants import Attention  # noqa: E402
 
 x = torch.randn(1, 2, 8, 16)
 for lowering in ("fusion-online-softmax", "fusion-decompose-attention"):
-    fused = fc.compile(SinkAttention(), example_args=(x, x.clone(), x.clone()),
+    fused = fc.compile(Attention(2, 8, 8, 16, sink=True), example_args=(x, x.clone(), x.clone()),
                        pipeline=f"builtin.module(fusion-detect-attention, canonicalize, {lowering})",
                        compile_to="fused")  # fmt: skip
     print(fused.mlir)
