@@ -21,7 +21,9 @@ cannot take stays (decomposed later in the Vulkan pipeline), with a remark.
 
 from __future__ import annotations
 
-from fusion_compiler.dialects import linalg_ext
+from dataclasses import replace
+
+from fusion_compiler.dialects import builders, linalg_ext
 from fusion_compiler.dialects.builders import erase_dead
 
 from fusion_compiler import remarks
@@ -29,7 +31,7 @@ from fusion_compiler.backends import dispatch
 from fusion_compiler.backends.plan import plan_kernel
 from fusion_compiler.backends.vulkan import glsl
 from fusion_compiler.backends.vulkan.spec import Capabilities
-from fusion_compiler.ir import ir
+from fusion_compiler.ir import dialects, ir
 
 NAME = "fusion-spirv-attention"
 
@@ -63,6 +65,8 @@ def _lower(op: ir.Operation, symbol: str, has: Capabilities) -> None:
         return leave(why)
     if glsl.compiler() is None:
         return leave(f"{glsl.COMPILER} not found (apt install glslang-tools)")
+    with ir.InsertionPoint(op), op.location:
+        plan = replace(plan, inputs=[_in_whole_words(x, has) for x in plan.inputs])
     location, spec = op.location, plan.spec
     output = dispatch.build_dispatch(op, {"attention": glsl.compile_kernel(spec)}, plan, symbol)
     erase_dead([output.replaced, op] if output.replaced != op else [op])
@@ -78,3 +82,59 @@ def _lower(op: ir.Operation, symbol: str, has: Capabilities) -> None:
         f"attention lowered to a generated Vulkan kernel "
         f"({spec.dtype}, D={spec.d}, {spec.block_m} rows x {spec.block_n} keys{causal})",
     )
+
+
+_FLOAT_BITS = {"f16": 16, "bf16": 16}
+
+
+def _in_whole_words(tensor: ir.Value, has: Capabilities) -> ir.Value:
+    """``tensor``, or a flat copy of it followed by zeros, where the shader reads it as
+    32-bit words (8- or 16-bit elements the devices cannot store: ``glsl.in_words``) and
+    its size may not be whole words. A storage buffer is bound with its tensor's exact
+    size, and a word that ends past it is out of bounds whole (Vulkan's robust buffer
+    access: read as 0 by llvmpipe), so the last elements of a (2, 5) boolean mask would
+    read as false. The copy is a flat insert of the tensor into zeros: IREE moves it with
+    a buffer copy, never a shader reading it as words."""
+    shape = ir.RankedTensorType(tensor.type).shape
+    element = ir.RankedTensorType(tensor.type).element_type
+    integer = isinstance(element, ir.IntegerType)
+    bits = max(element.width, 8) if integer else _FLOAT_BITS.get(str(element), 32)
+    if not ((bits == 8 and not has.b8) or (bits == 16 and not has.b16)):
+        return tensor
+    known = 1  # the static factor of the element count: whole words whatever the rest
+    for size in shape:
+        known *= 1 if ir.ShapedType.is_dynamic_size(size) else size
+    if known * bits % 32 == 0:
+        return tensor
+    flat = _flat(tensor)
+    count = builders.size_of(flat, 0)
+    spare = 32 // bits - 1  # elements past the last whole word's start
+    if isinstance(count, int):
+        padded: builders.Size = count + spare
+    else:
+        padded = dialects.arith.AddIOp(count, builders.index(spare)).result
+    zero = dialects.arith.ConstantOp(element, 0 if integer else 0.0)
+    zeros = dialects.linalg.fill(zero.result, outs=[builders.empty_of([padded], element)])
+    return builders.insert_slice(flat, zeros, [0])
+
+
+def _flat(tensor: ir.Value) -> ir.Value:
+    """``tensor`` as one dimension (its elements in order)."""
+    tensor_type = ir.RankedTensorType(tensor.type)
+    element, rank = tensor_type.element_type, tensor_type.rank
+    if rank == 1:
+        return tensor
+    if rank == 0:
+        value = dialects.tensor.ExtractOp(tensor, []).result
+        return dialects.tensor.FromElementsOp(ir.RankedTensorType.get([1], element), [value]).result
+    static = all(not ir.ShapedType.is_dynamic_size(s) for s in tensor_type.shape)
+    count = 1
+    for size in tensor_type.shape:
+        count *= size
+    flat = ir.RankedTensorType.get([count if static else ir.ShapedType.get_dynamic_size()], element)
+    return ir.Operation.create(
+        "tensor.collapse_shape",
+        results=[flat],
+        operands=[tensor],
+        attributes={"reassociation": builders.reassociation_attr([list(range(rank))])},
+    ).result

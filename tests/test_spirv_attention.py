@@ -203,13 +203,17 @@ def test_mask_of_unsigned_bytes_and_floor_division_is_computed_exactly() -> None
 @needs_vulkan
 def test_padding_mask_input_is_computed_in_the_kernel_at_three_lengths() -> None:
     """A (B, N) keep mask of the dynamic length: the shader reads it at the call's
-    length (no (B, N, N) mask is made); sequences padded from a random point on."""
+    length (no (B, N, N) mask is made); the first sequence padded from a random point
+    on, the last one not at all. Without 8-bit storage the mask is read as 32-bit words,
+    and a (2, 5) mask is 10 bytes: its last two (the last sequence's keys 3 and 4) sit in
+    a word that ends past the buffer, read as zeros unless the mask is padded."""
     model = PaddingMaskAttention().eval()
     n = torch.export.Dim("n", min=2, max=4096)
 
     def inputs(length: int) -> tuple:
         qkv = tuple(torch.randn(2, 4, length, 64).half() for _ in range(3))
-        return (*qkv, torch.arange(length)[None, :] < torch.randint(1, length + 1, (2, 1)))
+        kept = torch.tensor([[int(torch.randint(1, length + 1, ()))], [length]])
+        return (*qkv, torch.arange(length)[None, :] < kept)
 
     dynamic = ({2: n}, {2: n}, {2: n}, {1: n})
     module = fc.compile(
@@ -227,6 +231,39 @@ def test_padding_mask_input_is_computed_in_the_kernel_at_three_lengths() -> None
         with torch.no_grad():
             want = model(*(x.double() if x.is_floating_point() else x for x in fresh))
         assert rel_error(run(*fresh), want) < BOUND[torch.float16], f"length {length}"
+
+
+class BiasInputAttention(torch.nn.Module):
+    """An additive (1, 1, Nq, Nk) bias given as an input."""
+
+    def forward(self, q, k, v, bias):
+        return torch.softmax(q @ k.transpose(-2, -1) / 8.0 + bias, dim=-1) @ v
+
+
+@needs_glslang
+@needs_vulkan
+@pytest.mark.parametrize("mask", ["bool_2x5", "f16_5x5"])
+def test_a_mask_input_of_part_of_a_word_is_read_to_its_last_element(mask: str) -> None:
+    """Without 8- and 16-bit storage, a (2, 5) boolean mask (10 bytes) or a (5, 5) f16
+    bias (50 bytes) ends inside a 32-bit word; the shader reads them as words, and a word
+    past the buffer's end reads as zeros: the last sequence's last keys dropped, the
+    last bias taken as 0. Static sizes."""
+    torch.manual_seed(0)
+    qkv = tuple(torch.randn(2 if mask == "bool_2x5" else 1, 2, 5, 64).half() for _ in range(3))
+    if mask == "bool_2x5":
+        model = PaddingMaskAttention().eval()
+        last = torch.tensor([True, False, True, True, True])
+        extra = torch.stack([torch.tensor([True, True, False, False, False]), last])
+    else:
+        model = BiasInputAttention().eval()
+        extra = (3 * torch.randn(1, 1, 5, 5)).half()
+        extra[..., -1, -1] = 4.0  # what a zero in its place would change
+    example = (*qkv, extra)
+    module = fc.compile(model, example_args=example, target="vulkan", vulkan_target=ANY_VULKAN)
+    assert any("generated Vulkan kernel" in r.message for r in module.remarks), module.remarks
+    with torch.no_grad():
+        want = model(*(x.double() if x.is_floating_point() else x for x in example))
+    assert rel_error(fc.load(module, device="vulkan")(*example), want) < BOUND[torch.float16]
 
 
 @needs_glslang

@@ -95,6 +95,13 @@ def unsupported(spec: VulkanSpec, sizes: list[list[int]]) -> str | None:
         return "a dynamic stride other than a product of sequence lengths"
     if max(spec.d, spec.dv) > 256:
         return f"head dim {max(spec.d, spec.dv)} above 256"
+    out = _GLSL_TYPES[spec.out_dtype or spec.dtype]
+    known = 1  # the output's static element count factor
+    for n in sizes[-1]:
+        known *= n if n >= 0 else 1
+    if in_words(out, spec.b16, spec.b8) and known % 2:
+        # its last element's word may end past the buffer: out of bounds, never written
+        return "an output of 16-bit elements, maybe an odd count, without 16-bit storage"
     for shape in sizes:
         if any(n < 0 for n in shape):  # dynamic: its size is not known here
             continue
