@@ -120,17 +120,77 @@ _FEW_ROUNDS = 16  # a top k of dynamic sizes up to which it is found by rounds
 
 def _topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (aten's name)
     """A top k of sizes known only at run time, k small, as k rounds of max and argmax
-    (``_top_by_rounds``): IREE 3.13 miscompiles its sort there (the second
-    ``iree_linalg_ext.sort`` of a module with dynamic sizes returns unsorted indices:
-    an MoE's second layer routed to the wrong experts). ``topk(sorted=False)`` otherwise
-    as the sorted top k (IREE 3.13 lowers only that; DeepSeek-V3's router asks for
-    unsorted): any order is a valid one for the unsorted call."""
+    (``_top_by_rounds``: no sort); others as the first k of ``_sorted_by_keys`` (IREE
+    3.13's sort of values and positions together gives wrong positions where two sorts
+    meet: see ``_sort``; an MoE's second layer was routed to the wrong experts), sorted
+    or not (``sorted=False``, DeepSeek-V3's router: any order is valid). Types that fit
+    no key keep the op (IREE 3.13 lowers only the sorted top k)."""
     dynamic = any(isinstance(n, torch.SymInt) for n in x.shape)
     if dynamic and x.is_floating_point() and x.dim() > 0 and 0 < k <= _FEW_ROUNDS:
         return _top_by_rounds(x, k, dim % x.dim(), largest)
+    if x.dim() > 0 and x.dtype in _KEYED:
+        values, indices = _sorted_by_keys(x, dim % x.dim(), descending=largest)
+        return values.narrow(dim, 0, k), indices.narrow(dim, 0, k)
     if sorted:
         return NotImplemented
     return aten.topk.default(x, k, dim, largest, True)
+
+
+# the types whose values and positions fit one int64 key (``_sorted_by_keys``)
+_KEYED = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int16, torch.int8)
+_KEYED += (torch.uint8, torch.bool)
+
+
+def _sort(x, dim=-1, descending=False, stable=None):
+    """``sort`` as a sort of one int64 key per element (``_sorted_by_keys``). IREE 3.13
+    sorts values and their positions together, in place, and its positions start as one
+    ``arange`` that two sorts of a module share: after copy-on-write it makes that
+    arange twice, then merges the two as equal (CSE), so the second sort permutes the
+    positions the first one already sorted (two top-k of independent inputs: every
+    index of the second wrong). A sort of one operand is right whatever it starts from.
+    Types that do not fit a key (float64, int64) keep the op."""
+    if x.dim() == 0 or x.dtype not in _KEYED:
+        return NotImplemented
+    return _sorted_by_keys(x, dim % x.dim(), descending)
+
+
+def _sort_stable(x, *, stable=None, dim=-1, descending=False):
+    return _sort(x, dim, descending)
+
+
+def _argsort(x, dim=-1, descending=False):
+    """``argsort`` as ``_sort``'s indices (types it keeps: the op)."""
+    if x.dim() == 0 or x.dtype not in _KEYED:
+        return NotImplemented
+    return _sorted_by_keys(x, dim % x.dim(), descending)[1]
+
+
+def _argsort_stable(x, *, stable, dim=-1, descending=False):
+    return _argsort(x, dim, descending)
+
+
+def _sorted_by_keys(x, dim, descending):
+    """(values, indices) of ``x`` sorted along ``dim`` as PyTorch's stable sort orders
+    them: -0 equal to 0, NaN above every number, ties in their first order. Each
+    element's key is its value's rank as an int32 (a float's bits, the negatives'
+    flipped) above its position: one ascending sort of the keys; the positions are the
+    keys' low half, the values gathered from ``x``."""
+    if x.is_floating_point():
+        f = x.float()
+        f = torch.where(f == 0, 0.0, f)  # -0 as 0
+        f = torch.where(torch.isnan(f), math.nan, f)  # one NaN, above +inf
+        bits = f.view(torch.int32)
+        rank = torch.bitwise_xor(bits, torch.bitwise_and(bits >> 31, 0x7FFFFFFF))
+    else:
+        rank = x.to(torch.int32)
+    if descending:
+        rank = torch.bitwise_not(rank)  # -rank - 1: the order reversed, ties kept
+    shape = [1] * x.dim()
+    shape[dim] = x.shape[dim]
+    positions = torch.arange(x.shape[dim], device=x.device).view(shape)
+    keys = aten.sort.default(rank.to(torch.int64) * 4294967296 + positions, dim)[0]
+    indices = torch.bitwise_and(keys, 0xFFFFFFFF)
+    return torch.gather(x, dim, indices), indices
 
 
 def _top_by_rounds(x, k, dim, largest):
@@ -208,6 +268,10 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.gelu.default: _gelu_tanh,
     aten.squeeze.dims: _squeeze_dims,
     aten.topk.default: _topk,
+    aten.sort.default: _sort,
+    aten.sort.stable: _sort_stable,
+    aten.argsort.default: _argsort,
+    aten.argsort.stable: _argsort_stable,
     aten.scatter.src: _scatter_by_compare,
     aten.scatter.value: _scatter_by_compare,
     aten.__and__.Tensor: _bitwise(torch.bitwise_and),

@@ -4,6 +4,7 @@ lowered is named alone, with its line."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import warnings
@@ -266,7 +267,7 @@ class _TwoRouters(torch.nn.Module):
 
 
 def test_two_top_k_of_a_dynamic_token_count_match_pytorch() -> None:
-    """IREE 3.13 returns the second sort of a module with dynamic sizes unsorted (a
+    """IREE 3.13 returned the second sort of a module with dynamic sizes unsorted (a
     GPT-OSS of two MoE layers routed its second layer's tokens to the wrong experts):
     a dynamic top k is found by rounds of max instead. The indices exact."""
     torch.manual_seed(0)
@@ -280,6 +281,72 @@ def test_two_top_k_of_a_dynamic_token_count_match_pytorch() -> None:
         got = run(x)
         assert torch.equal(got[1], want[1]) and torch.equal(got[3], want[3]), count
         assert rel_error(got[0], want[0]) < 1e-6 and rel_error(got[2], want[2]) < 1e-6
+
+
+class _TwoSorts(torch.nn.Module):
+    """Two sorts that share nothing but their positions' ``arange``."""
+
+    def __init__(self, form: str):
+        super().__init__()
+        self.form = form
+
+    def forward(self, a, b):
+        if self.form == "topk":
+            return a.topk(2, dim=-1)[1], b.topk(3, dim=-1, largest=False)[1]
+        if self.form == "sort":
+            return torch.sort(a, dim=-1), torch.sort(b, dim=-1, descending=True)
+        # one input in two orders, and a third sort
+        return a.argsort(dim=0), a.argsort(dim=0, descending=True), b.argsort(dim=-1)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("form", ["topk", "sort", "argsort"])
+def test_two_sorts_in_one_module_match_pytorch(form: str, dynamic: bool) -> None:
+    """IREE 3.13 sorts values and positions together in place, the positions from one
+    ``arange`` two sorts share: it makes that arange again for the second, merges the
+    two as equal, and the second sort permutes the first one's result (every index of
+    it wrong, static sizes too). Each sort is one sort of int64 keys here."""
+    torch.manual_seed(0)
+    model = _TwoSorts(form).eval()
+    rows = torch.export.Dim("rows", min=2, max=64)
+    dims = ({0: rows}, {0: rows}) if dynamic else None
+    example = (torch.randn(16, 8), torch.randn(16, 8))
+    run = fc.load(fc.compile(model, example, dynamic_shapes=dims))
+    fresh = (torch.randn(9 if dynamic else 16, 8), torch.randn(9 if dynamic else 16, 8))
+    got = run(*fresh)
+    want = torch.utils._pytree.tree_leaves(model(*fresh))
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert torch.equal(g, w), form
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.bool]
+)
+def test_sort_orders_nan_zeros_and_ties_as_pytorchs_stable_sort(dtype) -> None:
+    """NaN above +inf (both signs of NaN), -0 equal to 0, ties in their first order,
+    both directions, along an inner dim; values and indices exactly PyTorch's."""
+
+    class Sorts(torch.nn.Module):
+        def forward(self, x):
+            up = torch.sort(x, dim=1, stable=True)
+            down = torch.sort(x, dim=1, descending=True, stable=True)
+            return (*up, *down)
+
+    torch.manual_seed(0)
+    x = torch.randint(-3, 4, (3, 40, 2)).to(dtype)  # many ties
+    if dtype.is_floating_point:
+        x[0, :6, 0] = torch.tensor([math.nan, -math.inf, -0.0, 0.0, -math.nan, math.inf])
+        x[1, :4, 1] = torch.tensor([0.0, -0.0, -0.0, 0.0])
+    got = fc.load(fc.compile(Sorts(), (x,)))(x)
+    with torch.no_grad():
+        want = Sorts()(x)
+    for g, w in zip(got, want, strict=True):
+        assert (
+            torch.equal(g.nan_to_num(), w.nan_to_num())
+            if g.is_floating_point()
+            else (torch.equal(g, w))
+        )
 
 
 class _MaskedTopK(torch.nn.Module):
