@@ -26,6 +26,7 @@ _MODULES: dict[str, str] = {
     "fusion-kernel-matmul": "fusion_compiler.passes.kernel_matmul",
     "fusion-kernel-concat": "fusion_compiler.passes.kernel_concat",
     "fusion-online-softmax": "fusion_compiler.passes.online_softmax",
+    "fusion-private-destinations": "fusion_compiler.passes.private_destinations",
     "fusion-reduction-input-in-memory": "fusion_compiler.passes.reduction_input_in_memory",
     "fusion-schedule": "fusion_compiler.passes.schedule",
     "fusion-spirv-attention": "fusion_compiler.passes.spirv_attention",

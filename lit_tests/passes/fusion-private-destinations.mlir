@@ -1,0 +1,71 @@
+// RUN: fusion-opt %s --split-input-file \
+// RUN:   --pass-pipeline='builtin.module(fusion-private-destinations)' | FileCheck %s
+
+// Two scatters into one table computed from no input: both update one clone of it.
+#id = affine_map<(d0) -> (d0)>
+func.func @scatters_into_an_arange(%u: tensor<2xf32>, %i: tensor<2x1xi32>, %j: tensor<2x1xi32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  %e = tensor.empty() : tensor<16xf32>
+  %table = linalg.generic {indexing_maps = [#id], iterator_types = ["parallel"]} outs(%e : tensor<16xf32>) {
+  ^bb0(%out: f32):
+    %n = linalg.index 0 : index
+    %c = arith.index_cast %n : index to i32
+    %f = arith.sitofp %c : i32 to f32
+    linalg.yield %f : f32
+  } -> tensor<16xf32>
+  %a = iree_linalg_ext.scatter dimension_map = [0] unique_indices(true) ins(%u, %i : tensor<2xf32>, tensor<2x1xi32>) outs(%table : tensor<16xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    iree_linalg_ext.yield %x : f32
+  } -> tensor<16xf32>
+  %b = iree_linalg_ext.scatter dimension_map = [0] unique_indices(true) ins(%u, %j : tensor<2xf32>, tensor<2x1xi32>) outs(%table : tensor<16xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    iree_linalg_ext.yield %x : f32
+  } -> tensor<16xf32>
+  return %a, %b : tensor<16xf32>, tensor<16xf32>
+}
+// CHECK-LABEL: func.func @scatters_into_an_arange(
+// CHECK: %[[TABLE:.+]] = linalg.generic
+// CHECK: %[[COPY:.+]] = flow.tensor.clone %[[TABLE]] : tensor<16xf32>
+// CHECK: iree_linalg_ext.scatter {{.*}} outs(%[[COPY]] : tensor<16xf32>)
+// CHECK-NOT: flow.tensor.clone
+// CHECK: iree_linalg_ext.scatter {{.*}} outs(%[[COPY]] : tensor<16xf32>)
+
+// -----
+
+// A sort of static sizes sorts its positions' arange through a barrier; a scatter into
+// an input, into a fill and a sort of an input are left as they are.
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @sort_and_left_alone(%x: tensor<4x8xf32>, %dest: tensor<16xf32>, %u: tensor<2xf32>, %i: tensor<2x1xi32>) -> (tensor<4x8xi64>, tensor<16xf32>, tensor<16xf32>) {
+  %e = tensor.empty() : tensor<4x8xi64>
+  %iota = linalg.generic {indexing_maps = [#id2], iterator_types = ["parallel", "parallel"]} outs(%e : tensor<4x8xi64>) {
+  ^bb0(%out: i64):
+    %n = linalg.index 1 : index
+    %c = arith.index_cast %n : index to i64
+    linalg.yield %c : i64
+  } -> tensor<4x8xi64>
+  %s:2 = iree_linalg_ext.sort dimension(1) outs(%x, %iota : tensor<4x8xf32>, tensor<4x8xi64>) {
+  ^bb0(%a: f32, %b: f32, %c: i64, %d: i64):
+    %lt = arith.cmpf olt, %a, %b : f32
+    iree_linalg_ext.yield %lt : i1
+  } -> tensor<4x8xf32>, tensor<4x8xi64>
+  %into_input = iree_linalg_ext.scatter dimension_map = [0] unique_indices(true) ins(%u, %i : tensor<2xf32>, tensor<2x1xi32>) outs(%dest : tensor<16xf32>) {
+  ^bb0(%p: f32, %q: f32):
+    iree_linalg_ext.yield %p : f32
+  } -> tensor<16xf32>
+  %zero = arith.constant 0.0 : f32
+  %e16 = tensor.empty() : tensor<16xf32>
+  %zeros = linalg.fill ins(%zero : f32) outs(%e16 : tensor<16xf32>) -> tensor<16xf32>
+  %into_fill = iree_linalg_ext.scatter dimension_map = [0] unique_indices(true) ins(%u, %i : tensor<2xf32>, tensor<2x1xi32>) outs(%zeros : tensor<16xf32>) {
+  ^bb0(%p: f32, %q: f32):
+    iree_linalg_ext.yield %p : f32
+  } -> tensor<16xf32>
+  return %s#1, %into_input, %into_fill : tensor<4x8xi64>, tensor<16xf32>, tensor<16xf32>
+}
+// CHECK-LABEL: func.func @sort_and_left_alone(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<4x8xf32>, %[[DEST:[a-z0-9]+]]: tensor<16xf32>
+// CHECK: %[[IOTA:.+]] = linalg.generic
+// CHECK: %[[HIDDEN:.+]] = util.optimization_barrier %[[IOTA]] : tensor<4x8xi64>
+// CHECK: iree_linalg_ext.sort dimension(1) outs(%[[X]], %[[HIDDEN]] :
+// CHECK: iree_linalg_ext.scatter {{.*}} outs(%[[DEST]] : tensor<16xf32>)
+// CHECK: %[[ZEROS:.+]] = linalg.fill
+// CHECK: iree_linalg_ext.scatter {{.*}} outs(%[[ZEROS]] : tensor<16xf32>)
+// CHECK-NOT: flow.tensor.clone
