@@ -40,6 +40,7 @@ from fusion_compiler.dialects.builders import (
 from fusion_compiler.dialects.linalg_ext import (
     ATTENTION,
     LOG2E,
+    MASK_IN_SCORE_TYPE,
     MASK_REPLACES,
     ONLINE_ATTENTION,
     softcap_region,
@@ -425,6 +426,8 @@ def build(found: Attention) -> ir.Value:
         )
         if term.replaces:
             op.attributes[MASK_REPLACES] = ir.UnitAttr.get()
+        if term.offset:  # added to the scores in the model's code: in the mask's type
+            op.attributes[MASK_IN_SCORE_TYPE] = ir.UnitAttr.get()
         block = op.regions[0].blocks.append(ir.F32Type.get())
         with ir.InsertionPoint(block):
             if term.tanh_of is None:

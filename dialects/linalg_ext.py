@@ -37,11 +37,30 @@ LOG2E = 1.4426950408889634
 LOWEST_F32 = -3.4028234663852886e38  # finfo(f32).min
 
 
-def swamping_fill(mask: ir.Value, depth: int = 32) -> float | None:
-    """``SWAMPS`` of the mask's type if a constant among the mask's producers (up to
-    ``depth`` ops up) is at or below it (transformers' ``finfo(dtype).min``), else None.
-    A mask read from an input is assumed to hold none."""
-    threshold = SWAMPS.get(str(ir.RankedTensorType(mask.type).element_type))
+# A unit attribute on an attention whose mask the model added to scores of the mask's own
+# type (attention written out, found by fusion-detect-attention): there a fill at the
+# bottom of an fp16 mask (``finfo(f16).min``) swamps the score, as PyTorch's fp16 sum
+# rounds it. Without it the mask is SDPA's ``attn_mask``, which PyTorch's kernels add to
+# f32 scores: -65504 keeps the score's digits, and a row of such fills is weighed by its
+# scores.
+MASK_IN_SCORE_TYPE = "fusion.mask_in_score_type"
+
+
+def swamp_threshold(op: ir.Operation) -> float | None:
+    """``SWAMPS`` of the type ``op``'s mask is added in: its own where the model added it
+    (``MASK_IN_SCORE_TYPE``), f32 for SDPA's. None without a mask."""
+    if len(op.attributes["indexing_maps"]) - len(op.results) != 5:  # Q, K, V, scale, mask
+        return None
+    element = str(ir.RankedTensorType(op.operands[4].type).element_type)
+    return SWAMPS.get(element if MASK_IN_SCORE_TYPE in op.attributes else "f32")
+
+
+def swamping_fill(mask: ir.Value, depth: int = 32, threshold: float | None = None) -> float | None:
+    """``threshold`` (``SWAMPS`` of the mask's type by default) if a constant among the
+    mask's producers (up to ``depth`` ops up) is at or below it (transformers'
+    ``finfo(dtype).min``), else None. A mask read from an input is assumed to hold none."""
+    if threshold is None:
+        threshold = SWAMPS.get(str(ir.RankedTensorType(mask.type).element_type))
     if threshold is None:
         return None
     fills: list[float] = []
@@ -246,12 +265,12 @@ def zero_empty_rows(op: ir.Operation, out: ir.Value) -> ir.Value:
     return keep_rows(out, operand_dims(op, -1), rows, row_dims)
 
 
-def _add_mask(score: ir.Value, mask: ir.Value, replaces: bool) -> ir.Value:
-    """score + mask in f32, as PyTorch's softmax sees it: a fill that swamps any score in
-    the mask's type (``SWAMPS``) is the logit alone, and with ``replaces`` (``masked_fill``,
-    ``where``) so is -inf, whatever the score (a NaN or inf score there is dropped)."""
+def _add_mask(score: ir.Value, mask: ir.Value, replaces: bool, swamps: float | None) -> ir.Value:
+    """score + mask in f32, as PyTorch's softmax sees it: a fill at or below ``swamps``
+    (``swamp_threshold``: it swamps any score in the type the mask is added in) is the
+    logit alone, and with ``replaces`` (``masked_fill``, ``where``) so is -inf, whatever
+    the score (a NaN or inf score there is dropped)."""
     f32 = ir.F32Type.get()
-    swamps = SWAMPS.get(str(mask.type))
     bias = to_f32(mask)
     out = dialects.arith.AddFOp(score, bias).result
     if swamps is not None:
@@ -323,7 +342,7 @@ def decompose(op: ir.Operation) -> list[ir.Value]:
                 out = inline_body(op, times(out, LOG2E))
                 out = times(out, 1 / LOG2E)
             if mask is not None:
-                out = _add_mask(out, rest[0], replaces)
+                out = _add_mask(out, rest[0], replaces, swamp_threshold(op))
             return out
 
         logits = generic(

@@ -80,14 +80,17 @@ def zero_swamped_queries(op: ir.Operation, threshold: float) -> ir.Value:
     return linalg_ext.keep_rows(query, linalg_ext.operand_dims(op, _QUERY), rows, row_dims)
 
 
-def guard_masked_rows(op: ir.Operation) -> None:
-    """attention(..., mask) -> zero_empty_rows(attention(..., clamp_finite_fills(mask)))."""
+def guard_masked_rows(op: ir.Operation) -> bool:
+    """attention(..., mask) -> zero_empty_rows(attention(..., clamp_finite_fills(mask)));
+    whether fp16 fills swamp the score (the model added them in fp16)."""
     with ir.InsertionPoint(op), op.location:
         element = ir.RankedTensorType(op.operands[_MASK].type).element_type
         if element in (ir.F32Type.get(), ir.BF16Type.get()):
             op.operands[_MASK] = clamp_finite_fills(op.operands[_MASK])
-        threshold = linalg_ext.swamping_fill(op.operands[_MASK])
-        if element == ir.F16Type.get() and threshold is not None:
+        threshold = linalg_ext.swamp_threshold(op)
+        threshold = linalg_ext.swamping_fill(op.operands[_MASK], threshold=threshold)
+        swamps = element == ir.F16Type.get() and threshold is not None
+        if swamps:
             op.operands[_QUERY] = zero_swamped_queries(op, threshold)
     result = op.results[0]
     # the users before the guard exists: the guard's own reads of ``result`` (its
@@ -99,6 +102,7 @@ def guard_masked_rows(op: ir.Operation) -> None:
         for i, operand in enumerate(user.operands):
             if operand == result:
                 user.operands[i] = guarded
+    return swamps
 
 
 def _float_mask(op: ir.Operation) -> bool:
@@ -112,9 +116,9 @@ def run(module: ir.Operation, options: Options) -> None:
     with module.context:
         masked = [op for op in linalg_ext.find_all(module) if _float_mask(op)]
     for op in masked:
-        guard_masked_rows(op)
+        swamps = guard_masked_rows(op)
         remarks.emit(
             op.location,
-            "masked attention left to IREE: f32/bf16 fills clamped, fp16 fills swamp the score, "
-            "rows with no key set to 0",
+            "masked attention left to IREE: f32/bf16 fills clamped, "
+            f"{'fp16 fills swamp the score, ' if swamps else ''}rows with no key set to 0",
         )

@@ -498,15 +498,17 @@ def _lag(rows: Size, keys: Size, block_q: int, block_k: int) -> int:
     return lag if lag < math.ceil(rows / block_q) else 0
 
 
-def _masked(x: ir.Value, mask: ir.Value, replaces: bool = False) -> ir.Value:
+def _masked(
+    x: ir.Value, mask: ir.Value, replaces: bool = False, saturates: float | None = None
+) -> ir.Value:
     """x + log2(e)·mask as PyTorch's softmax sees it, in the exp2 domain.
 
-    A fill at the bottom of the mask's type (``finfo(dtype).min``) swamps the score it is
-    added to (fp16: ``s + -65504`` rounds to -65504), so there the logit is the fill
-    alone; it is clamped at the lowest finite f32 (``finfo(f32).min`` overflows once
-    scaled), so a row of nothing but such fills gets equal weights. -inf stays -inf,
-    and with ``replaces`` (``masked_fill``) it is -inf whatever the score was."""
-    saturates = linalg_ext.SWAMPS.get(str(mask.type))
+    A fill at or below ``saturates`` (``linalg_ext.swamp_threshold``: the bottom of the
+    type the mask is added in, ``finfo(dtype).min``) swamps the score it is added to
+    (fp16: ``s + -65504`` rounds to -65504), so there the logit is the fill alone; it is
+    clamped at the lowest finite f32 (``finfo(f32).min`` overflows once scaled), so a
+    row of nothing but such fills gets equal weights. -inf stays -inf, and with
+    ``replaces`` (``masked_fill``) it is -inf whatever the score was."""
     mask = to_f32(mask)
     shift = _mul(mask, _f(LOG2E))
     value = _add(x, shift)
@@ -568,7 +570,7 @@ def _block_step(
         if not has_plain_region(op):
             x = inline_body(op, x)  # IREE's region semantics: base 2 in, base 2 out
         if rest[:-1]:
-            x = _masked(x, rest[0], linalg_ext.mask_replaces(op))
+            x = _masked(x, rest[0], linalg_ext.mask_replaces(op), linalg_ext.swamp_threshold(op))
         return x
 
     inputs = [s] + ([mask_ij] if mask_ij is not None else [])

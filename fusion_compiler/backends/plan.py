@@ -382,7 +382,11 @@ def plan_kernel(
         qk_scale=scale_value * LOG2E,
         out_dtype=None if out_dtype == dtype else out_dtype,
         kv_group=group,
-        mask_swamps=linalg_ext.swamping_fill(op.operands[4]) if mask is not None else None,
+        mask_swamps=(
+            linalg_ext.swamping_fill(op.operands[4], threshold=linalg_ext.swamp_threshold(op))
+            if mask is not None
+            else None
+        ),
         mask_replaces=mask is not None and linalg_ext.mask_replaces(op),
         offsets=starts,
     )
