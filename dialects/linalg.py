@@ -222,6 +222,8 @@ def _form_of(value: ir.Value, memo: dict, depth: int) -> Form | None:
         return _form(args[0], memo, depth + 1)
     if name == "affine.apply":
         return _affine_form(ir.AffineMapAttr(op.attributes["map"]).value, args, memo, depth)
+    if name in ("util.assume.int", "hal.buffer_view.dim"):  # a size: as dim_root names it
+        return {_size_root(value, depth): 1, 1: 0}
     if name == "arith.select":
         taken = _decided(producer(args[0]), memo, depth)
         return None if taken is None else _form(args[1 if taken else 2], memo, depth + 1)

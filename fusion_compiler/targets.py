@@ -168,6 +168,10 @@ _TILE_AND_FUSE = ("fusion-tile-and-fuse", "canonicalize")
 # allocation and free of them each call cost 0.1 ms and more (the driver's stream-ordered
 # allocations, off, are slower still).
 _CALLER_STORAGE = "fusion-caller-storage"
+# First: a reshape to a shape computed at run time that regroups dims (bmm's and einsum's
+# views at dynamic lengths) as an expand or a collapse, which IREE 3.13 compiles right
+# (it miscompiled the reshape on the CPU) and detection sees through.
+_RESHAPES = "fusion-expand-reshapes"
 # A tensor computed from no input and updated in place (a scatter into an arange) behind
 # a barrier: IREE 3.13 merges the copies it makes for two such updates into one buffer.
 _PRIVATE = "fusion-private-destinations"
@@ -283,7 +287,7 @@ def pipeline(
             f"unknown attention mode {attention!r}; expected one of: {', '.join(ATTENTION_MODES)}"
         )
     if target == "cpu" and attention in ("auto", "online-softmax"):
-        return [*online_softmax_pipeline(*_CPU_BLOCKS), _CPU_ROWS, _CPU_BF16, _PRIVATE]
+        return [_RESHAPES, *online_softmax_pipeline(*_CPU_BLOCKS), _CPU_ROWS, _CPU_BF16, _PRIVATE]
     if attention == "online-softmax":
         passes = list(ONLINE_SOFTMAX_PIPELINE)
     elif attention == "auto" and kernel_arch is not None and target == "cuda":
@@ -293,5 +297,5 @@ def pipeline(
         passes = [kernels if p == "fusion-spirv-attention" else p for p in VULKAN_KERNEL_PIPELINE]
     else:
         passes = list(DEFAULT_PIPELINES[target])
-    passes.append(_PRIVATE)
+    passes = [_RESHAPES, *passes, _PRIVATE]
     return passes + [_CALLER_STORAGE] if target == "cuda" else passes

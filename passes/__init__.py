@@ -17,6 +17,7 @@ _MODULES: dict[str, str] = {
     "fusion-caller-storage": "fusion_compiler.passes.caller_storage",
     "fusion-decompose-attention": "fusion_compiler.passes.decompose_attention",
     "fusion-detect-attention": "fusion_compiler.passes.detect_attention",
+    "fusion-expand-reshapes": "fusion_compiler.passes.expand_reshapes",
     "fusion-find-softmax": "fusion_compiler.passes.find_softmax",
     "fusion-fold-empty": "fusion_compiler.passes.fold_empty",
     "fusion-gather-slices": "fusion_compiler.passes.gather_slices",

@@ -150,10 +150,6 @@ class Case:
         # leaves to IREE's op) is decomposed there (documented, with a remark).
         if self.head_dim > 128 and (self.attention == "iree" or self.dynamic != "none"):
             return 0
-        # with dynamic lengths bmm and einsum lower their views to tensor.reshape, whose
-        # shape detection cannot prove (not fused, with a remark saying so)
-        if self.dynamic != "none" and self.path in ("bmm", "einsum"):
-            return 0
         return 1 if self.twice == "none" else 2
 
     def nan_at_masked_keys(self) -> bool:
