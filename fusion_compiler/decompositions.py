@@ -128,8 +128,8 @@ def _topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (aten's name)
     dynamic = any(isinstance(n, torch.SymInt) for n in x.shape)
     if dynamic and x.is_floating_point() and x.dim() > 0 and 0 < k <= _FEW_ROUNDS:
         return _top_by_rounds(x, k, dim % x.dim(), largest)
-    if x.dim() > 0 and x.dtype in _KEYED:
-        values, indices = _sorted_by_keys(x, dim % x.dim(), descending=largest)
+    if x.dim() > 0 and x.dtype in (*_KEYED, torch.int64):
+        values, indices = _sorted(x, dim % x.dim(), descending=largest)
         return values.narrow(dim, 0, k), indices.narrow(dim, 0, k)
     if sorted:
         return NotImplemented
@@ -148,10 +148,12 @@ def _sort(x, dim=-1, descending=False, stable=None):
     arange twice, then merges the two as equal (CSE), so the second sort permutes the
     positions the first one already sorted (two top-k of independent inputs: every
     index of the second wrong). A sort of one operand is right whatever it starts from.
-    Types that do not fit a key (float64, int64) keep the op."""
-    if x.dim() == 0 or x.dtype not in _KEYED:
+    int64 takes two such sorts (``_sorted_by_two_keys``); float64 keeps the op (behind
+    fusion-private-destinations' barrier where its sizes are static), as does the sort
+    of the keys themselves."""
+    if x.dim() == 0 or _SORTING_KEYS[0] or x.dtype not in (*_KEYED, torch.int64):
         return NotImplemented
-    return _sorted_by_keys(x, dim % x.dim(), descending)
+    return _sorted(x, dim % x.dim(), descending)
 
 
 def _sort_stable(x, *, stable=None, dim=-1, descending=False):
@@ -160,9 +162,9 @@ def _sort_stable(x, *, stable=None, dim=-1, descending=False):
 
 def _argsort(x, dim=-1, descending=False):
     """``argsort`` as ``_sort``'s indices (types it keeps: the op)."""
-    if x.dim() == 0 or x.dtype not in _KEYED:
+    if x.dim() == 0 or _SORTING_KEYS[0] or x.dtype not in (*_KEYED, torch.int64):
         return NotImplemented
-    return _sorted_by_keys(x, dim % x.dim(), descending)[1]
+    return _sorted(x, dim % x.dim(), descending)[1]
 
 
 def _argsort_stable(x, *, stable, dim=-1, descending=False):
@@ -176,10 +178,11 @@ def _sorted_by_keys(x, dim, descending):
     flipped) above its position: one ascending sort of the keys; the positions are the
     keys' low half, the values gathered from ``x``."""
     if x.is_floating_point():
-        f = x.float()
-        f = torch.where(f == 0, 0.0, f)  # -0 as 0
-        f = torch.where(torch.isnan(f), math.nan, f)  # one NaN, above +inf
-        bits = f.view(torch.int32)
+        bits = x.float().view(torch.int32)
+        magnitude = torch.bitwise_and(bits, 0x7FFFFFFF)
+        # on the bits: a float compare flushes subnormals to 0 on the CPU
+        bits = torch.where(magnitude == 0, 0, bits)  # -0 as 0
+        bits = torch.where(magnitude > 0x7F800000, 0x7FC00000, bits)  # one NaN, above +inf
         rank = torch.bitwise_xor(bits, torch.bitwise_and(bits >> 31, 0x7FFFFFFF))
     else:
         rank = x.to(torch.int32)
@@ -188,8 +191,45 @@ def _sorted_by_keys(x, dim, descending):
     shape = [1] * x.dim()
     shape[dim] = x.shape[dim]
     positions = torch.arange(x.shape[dim], device=x.device).view(shape)
-    keys = aten.sort.default(rank.to(torch.int64) * 4294967296 + positions, dim)[0]
-    indices = torch.bitwise_and(keys, 0xFFFFFFFF)
+    indices = _sorted_positions(rank.to(torch.int64), positions, dim)
+    return torch.gather(x, dim, indices), indices
+
+
+# set while a decomposition sorts its own keys: that sort is left to IREE
+_SORTING_KEYS = [False]
+
+
+def _sorted_positions(rank: torch.Tensor, positions: torch.Tensor, dim: int) -> torch.Tensor:
+    """``positions`` in the order of ``rank`` (int64 in [-2^31, 2^31)), ties in their
+    order: one ascending sort of ``rank · 2^32 + position``, its low half."""
+    _SORTING_KEYS[0] = True
+    try:
+        keys = aten.sort.default(rank * 4294967296 + positions, dim)[0]
+    finally:
+        _SORTING_KEYS[0] = False
+    return torch.bitwise_and(keys, 0xFFFFFFFF)
+
+
+def _sorted(x, dim, descending):
+    """``_sorted_by_keys``, or for int64 ``_sorted_by_two_keys``."""
+    if x.dtype == torch.int64:
+        return _sorted_by_two_keys(x, dim, descending)
+    return _sorted_by_keys(x, dim, descending)
+
+
+def _sorted_by_two_keys(x, dim, descending):
+    """(values, indices) of int64 ``x`` sorted along ``dim`` as a stable sort orders
+    them: by the values' low 32 bits (unsigned), then, stably, by their high 32 bits
+    (signed), each a sort of one key (``_sorted_positions``)."""
+    order = torch.bitwise_not(x) if descending else x
+    shape = [1] * x.dim()
+    shape[dim] = x.shape[dim]
+    positions = torch.arange(x.shape[dim], device=x.device).view(shape)
+    low = torch.bitwise_and(order, 0xFFFFFFFF) - 2147483648
+    first = _sorted_positions(low, positions, dim)
+    high = torch.gather(order >> 32, dim, first)
+    then = _sorted_positions(high, positions, dim)
+    indices = torch.gather(first, dim, then)
     return torch.gather(x, dim, indices), indices
 
 

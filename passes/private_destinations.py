@@ -14,7 +14,10 @@ the positions of the second sorted twice). Found by trying, each remedy on its o
   constant and wrote into it: a read-only buffer);
 - a sort of static sizes sorts the tensor through a ``util.optimization_barrier`` (a
   clone was not enough; IREE cannot read a barrier's dynamic sizes, so a dynamic sort
-  keeps its operand: ``decompositions._sort`` leaves IREE only float64 and int64 sorts).
+  keeps its operand: ``decompositions._sort`` leaves IREE only float64 sorts).
+
+Not fixed: with dynamic sizes IREE removes the clone, and two updates of one ``arange``
+of a dynamic length still write one buffer (tried: a clone per user, a barrier).
 
 Fills of a constant (IREE makes each user its own), constants (never written) and
 anything that reads an input's data are left as they are.

@@ -320,6 +320,34 @@ def test_two_sorts_in_one_module_match_pytorch(form: str, dynamic: bool) -> None
         assert torch.equal(g, w), form
 
 
+class _IntegerSorts(torch.nn.Module):
+    """Sorts of int64 values (expert ids, token positions), two of them and a top k."""
+
+    def forward(self, a, b):
+        up = torch.sort(a, dim=-1, stable=True)
+        return (*up, b.argsort(dim=0, descending=True, stable=True), a.topk(3, dim=-1)[0])
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_int64_sorts_match_pytorchs_stable_sort(dynamic: bool) -> None:
+    """int64 values fit no key of value and position: two sorts, by the low then the high
+    halves. IREE's own sort of them returned zeros for the second of two argsorts at
+    dynamic lengths. Extremes of int64, negatives, many ties; values and indices exact."""
+    torch.manual_seed(0)
+    rows = torch.export.Dim("rows", min=2, max=64)
+    dims = ({0: rows}, {0: rows}) if dynamic else None
+
+    def inputs(n: int) -> tuple:
+        a = torch.randint(-4, 4, (n, 9)) * (2**40) + torch.randint(-3, 3, (n, 9))
+        a[0, :3] = torch.tensor([2**63 - 1, -(2**63), 0])
+        return a, torch.randint(0, 5, (n, 6))
+
+    run = fc.load(fc.compile(_IntegerSorts(), inputs(16), dynamic_shapes=dims))
+    fresh = inputs(11 if dynamic else 16)
+    for got, want in zip(run(*fresh), _IntegerSorts()(*fresh), strict=True):
+        assert torch.equal(got, want)
+
+
 class _TwoUpdates(torch.nn.Module):
     """Two in-place updates of one tensor computed from no input (an ``arange``)."""
 
@@ -360,8 +388,9 @@ def test_two_in_place_updates_of_one_computed_tensor_match_pytorch(form: str) ->
     "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.bool]
 )
 def test_sort_orders_nan_zeros_and_ties_as_pytorchs_stable_sort(dtype) -> None:
-    """NaN above +inf (both signs of NaN), -0 equal to 0, ties in their first order,
-    both directions, along an inner dim; values and indices exactly PyTorch's."""
+    """NaN above +inf (both signs of NaN), -0 equal to 0, subnormals apart from 0, ties
+    in their first order, both directions, along an inner dim; values and indices
+    exactly PyTorch's."""
 
     class Sorts(torch.nn.Module):
         def forward(self, x):
@@ -374,6 +403,8 @@ def test_sort_orders_nan_zeros_and_ties_as_pytorchs_stable_sort(dtype) -> None:
     if dtype.is_floating_point:
         x[0, :6, 0] = torch.tensor([math.nan, -math.inf, -0.0, 0.0, -math.nan, math.inf])
         x[1, :4, 1] = torch.tensor([0.0, -0.0, -0.0, 0.0])
+        if dtype != torch.float16:  # subnormals of float32 (and so of bf16)
+            x[2, :4, 0] = torch.tensor([1e-45, -1e-45, 1e-39, -1e-39]).to(dtype)
     got = fc.load(fc.compile(Sorts(), (x,)))(x)
     with torch.no_grad():
         want = Sorts()(x)
