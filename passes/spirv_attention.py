@@ -30,7 +30,7 @@ from fusion_compiler import remarks
 from fusion_compiler.backends import dispatch
 from fusion_compiler.backends.plan import plan_kernel
 from fusion_compiler.backends.vulkan import glsl
-from fusion_compiler.backends.vulkan.spec import Capabilities
+from fusion_compiler.backends.vulkan.spec import Capabilities, VulkanSpec
 from fusion_compiler.ir import dialects, ir
 
 NAME = "fusion-spirv-attention"
@@ -68,7 +68,9 @@ def _lower(op: ir.Operation, symbol: str, has: Capabilities) -> None:
     with ir.InsertionPoint(op), op.location:
         plan = replace(plan, inputs=[_in_whole_words(x, has) for x in plan.inputs])
     location, spec = op.location, plan.spec
-    output = dispatch.build_dispatch(op, {"attention": glsl.compile_kernel(spec)}, plan, symbol)
+    kernels = {"attention": glsl.compile_kernel(spec)}
+    spare = _spare_output(plan.output.result_type, spec)
+    output = dispatch.build_dispatch(op, kernels, plan, symbol, spare_output=spare)
     erase_dead([output.replaced, op] if output.replaced != op else [op])
     causal = spec.bounds_said()
     if spec.mask_expr is not None:
@@ -138,3 +140,13 @@ def _flat(tensor: ir.Value) -> ir.Value:
         operands=[tensor],
         attributes={"reassociation": builders.reassociation_attr([list(range(rank))])},
     ).result
+
+
+def _spare_output(result_type: ir.Type, spec: VulkanSpec) -> int:
+    """1 where the shader stores the output's 16-bit elements as 32-bit words and their
+    count may be odd: the last word, half past the buffer, would be out of bounds whole
+    and never written; the kernel writes a flat output one element longer instead."""
+    known = 1  # the static factor of the element count
+    for n in ir.RankedTensorType(result_type).shape:
+        known *= 1 if ir.ShapedType.is_dynamic_size(n) else n
+    return 1 if glsl.output_in_words(spec) and known % 2 else 0

@@ -16,6 +16,7 @@ from fusion_compiler.backends.spec import Kernel, Problem
 from fusion_compiler.backends.triton.spec import TritonSpec
 from fusion_compiler.backends.vulkan.spec import VulkanSpec
 from fusion_compiler.dialects import linalg
+from fusion_compiler.dialects.builders import extract_slice, reassociation_attr
 from fusion_compiler.ir import dialects, ir
 
 _EXECUTABLE_TARGETS = {
@@ -279,7 +280,11 @@ def _block_map(
 
 
 def build_dispatch(
-    op: ir.Operation, kernels: dict[str, Kernel], kernel_plan: KernelPlan, symbol: str
+    op: ir.Operation,
+    kernels: dict[str, Kernel],
+    kernel_plan: KernelPlan,
+    symbol: str,
+    spare_output: int = 0,
 ) -> OutputPlan:
     """Adds the executables to the module and flow.dispatches of them before ``op``.
 
@@ -290,7 +295,9 @@ def build_dispatch(
     TritonSpec) the kernel writes a float32 buffer of partial results that a second
     dispatch of it merges into the output; with ``kernels["block_classes"]`` and
     ``["block_lists"]`` their dispatches before the attention compute the block map it
-    reads.
+    reads. With ``spare_output``, the kernel writes a flat output that many elements
+    longer (a Vulkan shader storing 16-bit elements as 32-bit words: the last word must
+    lie in the buffer), sliced and shaped as the plan's result.
     """
     spec, inputs, plan, form = (
         kernel_plan.spec,
@@ -332,7 +339,16 @@ def build_dispatch(
         programs = grid[0] * grid[1] * grid[2]
         module = module_of(ir.InsertionPoint.current.block.owner)
         add_executable(module, symbol, kernel, n_inputs, grid, rows)
-        if "combine" not in kernels:
+        if "combine" not in kernels and spare_output:
+            result = _with_spare(
+                plan.result_type,
+                [n_q] if spec.dynamic else [],
+                spare_output,
+                lambda flat_type, flat_dims: dispatch_kernel(
+                    symbol, kernel, workload, arguments, flat_type, flat_dims, marker, programs
+                ),
+            )
+        elif "combine" not in kernels:
             result = dispatch_kernel(
                 symbol,
                 kernel,
@@ -355,6 +371,45 @@ def build_dispatch(
             result = dispatch_kernel(merge, combine, [], [partial], plan.result_type, [], {})
     plan.replaced.results[0].replace_all_uses_with(result)
     return plan
+
+
+def _with_spare(result_type: ir.Type, lengths: list[ir.Value], spare: int, make) -> ir.Value:
+    """A ``result_type`` value made by ``make(flat_type, flat_dims)`` as a flat tensor of
+    ``spare`` more elements: its first ones, shaped (every dynamic dim is ``lengths[0]``)."""
+    shape = list(ir.RankedTensorType(result_type).shape)
+    element = ir.RankedTensorType(result_type).element_type
+    dynamic = ir.ShapedType.get_dynamic_size()
+    known = 1
+    for n in shape:
+        known *= 1 if ir.ShapedType.is_dynamic_size(n) else n
+    count: ir.Value | int = known
+    for n in shape:
+        if ir.ShapedType.is_dynamic_size(n):
+            count = dialects.arith.MulIOp(_index(count), lengths[0]).result
+    if isinstance(count, int):
+        flat = make(ir.RankedTensorType.get([count + spare], element), [])
+    else:
+        padded = dialects.arith.AddIOp(count, _index(spare)).result
+        flat = make(ir.RankedTensorType.get([dynamic], element), [padded])
+    used = extract_slice(flat, [0], [count])
+    if len(shape) == 1:
+        return used
+    sizes = [lengths[0] for n in shape if ir.ShapedType.is_dynamic_size(n)]
+    return ir.Operation.create(
+        "tensor.expand_shape",
+        results=[result_type],
+        operands=[used, *sizes],
+        attributes={
+            "reassociation": reassociation_attr([list(range(len(shape)))]),
+            "static_output_shape": ir.DenseI64ArrayAttr.get(shape),
+        },
+    ).result
+
+
+def _index(value: ir.Value | int) -> ir.Value:
+    if isinstance(value, int):
+        return dialects.arith.ConstantOp(ir.IndexType.get(), value).result
+    return value
 
 
 def spec_from_json(text: str) -> Problem:

@@ -95,13 +95,6 @@ def unsupported(spec: VulkanSpec, sizes: list[list[int]]) -> str | None:
         return "a dynamic stride other than a product of sequence lengths"
     if max(spec.d, spec.dv) > 256:
         return f"head dim {max(spec.d, spec.dv)} above 256"
-    out = _GLSL_TYPES[spec.out_dtype or spec.dtype]
-    known = 1  # the output's static element count factor
-    for n in sizes[-1]:
-        known *= n if n >= 0 else 1
-    if in_words(out, spec.b16, spec.b8) and known % 2:
-        # its last element's word may end past the buffer: out of bounds, never written
-        return "an output of 16-bit elements, maybe an odd count, without 16-bit storage"
     for shape in sizes:
         if any(n < 0 for n in shape):  # dynamic: its size is not known here
             continue
@@ -200,6 +193,12 @@ def in_words(glsl_type: str, b16: bool, b8: bool) -> int:
     (a device without storage of its width); 0 where it is bound as it is."""
     bits = _NARROW.get(glsl_type, 0)
     return bits if (bits == 16 and not b16) or (bits == 8 and not b8) else 0
+
+
+def output_in_words(spec: VulkanSpec) -> bool:
+    """Whether the shader stores ``spec``'s output as 32-bit words (16-bit elements on a
+    device without 16-bit storage)."""
+    return bool(in_words(_GLSL_TYPES[spec.out_dtype or spec.dtype], spec.b16, spec.b8))
 
 
 def _bind(spec: VulkanSpec, binding: int, name: str, glsl_type: str, written: bool = False) -> str:
