@@ -729,11 +729,13 @@ def import_model(
         dims = dynamic_dims(source)
         ranges = dim_ranges(source) if dims else None
         unsigned = unsigned_inputs(source)
+        unsigned_results = unsigned_outputs(program)
     entries = {
         signature.DIMS_KEY: dims,
         signature.RANGES_KEY: ranges,
         signature.RESULTS_KEY: results,
         signature.UNSIGNED_KEY: unsigned,
+        signature.UNSIGNED_OUTPUTS_KEY: unsigned_results,
         signature.NAMES_KEY: input_names(source),
     }
     _attach_to_entry_point(module.operation, {k: v for k, v in entries.items() if v})
@@ -826,6 +828,22 @@ def unsigned_inputs(program: torch.export.ExportedProgram) -> str | None:
         value = placeholders[name].meta.get("val") if name in placeholders else None
         if isinstance(value, torch.Tensor) and value.dtype in _UNSIGNED:
             found.append(str(i))
+    return ",".join(found) or None
+
+
+def unsigned_outputs(program: torch.export.ExportedProgram) -> str | None:
+    """The indices of the tensor results of an unsigned type among the module's results
+    (the program's user outputs once constants are dropped), ``,``-separated (None: none;
+    ``signature.UNSIGNED_OUTPUTS_KEY``): IREE returns a uint8 result as int8."""
+    output = next(n for n in program.graph.nodes if n.op == "output")
+    found, index = [], 0
+    for spec, node in zip(program.graph_signature.output_specs, output.args[0], strict=False):
+        if spec.kind != OutputKind.USER_OUTPUT:
+            continue
+        value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        if isinstance(value, torch.Tensor) and value.dtype in _UNSIGNED:
+            found.append(str(index))
+        index += 1
     return ",".join(found) or None
 
 

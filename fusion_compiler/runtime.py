@@ -82,6 +82,13 @@ _PARAMETERS_KEY = "fusion.parameters"  # what it reads, key=tensor<...> (signatu
 _MUTATED_KEY = "fusion.mutated"  # the inputs a call updates in place (signature.MUTATED_KEY)
 _VULKAN_TARGET_KEY = "fusion.vulkan_target"  # signature.VULKAN_TARGET_KEY
 _NAMES_KEY = "fusion.input_names"  # signature.NAMES_KEY
+_UNSIGNED_OUTPUTS_KEY = "fusion.unsigned_outputs"  # signature.UNSIGNED_OUTPUTS_KEY
+_UNSIGNED_OF = {
+    torch.int8: torch.uint8,
+    torch.int16: torch.uint16,
+    torch.int32: torch.uint32,
+    torch.int64: torch.uint64,
+}
 
 
 @dataclass(frozen=True)
@@ -263,6 +270,9 @@ class Function:
         self._results = None
         if "fusion.results" in reflection:
             self._results = json.loads(reflection["fusion.results"])
+        # results of an unsigned type, which IREE returns as signed (signature.UNSIGNED_OUTPUTS_KEY)
+        unsigned = reflection.get(_UNSIGNED_OUTPUTS_KEY, "")
+        self._unsigned_results = [int(i) for i in unsigned.split(",") if i]
         # results written into storage the call passes, then its transient memory
         # (fusion-caller-storage): static types, a size IREE computed
         self._storage: list[TensorSpec] = []
@@ -409,8 +419,12 @@ class Function:
         return Pending(done, results, convert, self._model_results, kept, finish)
 
     def _model_results(self, tensors: list[torch.Tensor]):
-        """What the model's forward returned: the module's tensors, with the constants
-        (None) the compiled program could not return put back in their places."""
+        """What the model's forward returned: the module's tensors (those of an unsigned
+        type viewed as such), with the constants (None) the compiled program could not
+        return put back in their places."""
+        for i in self._unsigned_results:
+            if i < len(tensors) and not tensors[i].dtype.is_floating_point:
+                tensors[i] = tensors[i].view(_UNSIGNED_OF.get(tensors[i].dtype, tensors[i].dtype))
         if self._results is not None:
             remaining = iter(tensors)
             values = [slot["value"] if slot else next(remaining) for slot in self._results]

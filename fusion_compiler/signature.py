@@ -28,6 +28,8 @@ RESULTS_KEY = "fusion.results"
 # The inputs of an unsigned torch type (``0,3``): MLIR's integers are signless, so the
 # imported type (i8) is read as its unsigned twin there (ui8).
 UNSIGNED_KEY = "fusion.unsigned_inputs"
+# The results of an unsigned torch type (``0``), which the runtime views as unsigned.
+UNSIGNED_OUTPUTS_KEY = "fusion.unsigned_outputs"
 # The model's names of its tensor inputs (``,``-separated, in order:
 # ``input_ids,attention_mask``), for remarks and errors to name an input (``input_name``).
 NAMES_KEY = "fusion.input_names"
@@ -87,7 +89,7 @@ def attach(module: ir.Operation, vulkan_target: str | None = None) -> None:
     functions = _functions(module)
     context = module.context
     facts: dict[str, dict[str, str]] = {}  # key -> function -> value, from the front end
-    for key in (DIMS_KEY, RANGES_KEY, RESULTS_KEY, UNSIGNED_KEY, NAMES_KEY):
+    for key in (DIMS_KEY, RANGES_KEY, RESULTS_KEY, UNSIGNED_KEY, UNSIGNED_OUTPUTS_KEY, NAMES_KEY):
         if key in module.attributes:
             facts[key] = {
                 a.name: ir.StringAttr(a.attr).value for a in ir.DictAttr(module.attributes[key])
@@ -119,7 +121,7 @@ def attach(module: ir.Operation, vulkan_target: str | None = None) -> None:
         dims = facts.get(DIMS_KEY, {}).get(name)
         if dims is not None and dims.count(";") + 1 == len(inputs):
             entries[DIMS_KEY] = ir.StringAttr.get(dims, context=context)
-        for key in (RANGES_KEY, RESULTS_KEY):
+        for key in (RANGES_KEY, RESULTS_KEY, UNSIGNED_OUTPUTS_KEY):
             value = facts.get(key, {}).get(name)
             if value is not None:
                 entries[key] = ir.StringAttr.get(value, context=context)

@@ -510,3 +510,21 @@ def test_unsigned_byte_input_is_taken_as_exported_and_int8_is_refused() -> None:
     assert torch.equal(torch.as_tensor(run(ids)), ByteLookup()(ids))
     with pytest.raises(fc.ArgumentError, match=r"argument 0 \(`ids`\) has shape/dtype"):
         run(ids.to(torch.int8))
+
+
+class ByteResults(torch.nn.Module):
+    """uint8 in, uint8 out (beside a float result)."""
+
+    def forward(self, pixels: torch.Tensor, scale: torch.Tensor):
+        return pixels + 1, pixels.float() * scale, pixels & 0x0F
+
+
+def test_unsigned_byte_results_come_back_unsigned() -> None:
+    """IREE returns a uint8 result as int8 (its integers are signless): 201 came back as
+    -55; the front end records the results of an unsigned type and the runtime views
+    them as such."""
+    pixels = torch.tensor([[0, 7, 200, 255]], dtype=torch.uint8)
+    scale = torch.rand(4)
+    got = fc.load(fc.compile(ByteResults(), example_args=(pixels, scale)))(pixels, scale)
+    for g, w in zip(got, ByteResults()(pixels, scale), strict=True):
+        assert g.dtype == w.dtype and torch.equal(g, w)
