@@ -16,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torch.fx import Graph, Node
+from torch.fx import Node
+
+from fusion_compiler.graph_rewrites import Emitter
 
 aten = torch.ops.aten
 
@@ -29,23 +31,8 @@ def _is_complex(value: object) -> bool:
     return isinstance(value, torch.Tensor) and value.is_complex()
 
 
-class _Emitter:
-    """Builds real ops before ``node``, each with its fake value and ``node``'s source."""
-
-    def __init__(self, graph: Graph, node: Node):
-        self.graph, self.node = graph, node
-
-    def __call__(self, op: Callable, *args: object, **kwargs: object) -> Node:
-        with self.graph.inserting_before(self.node):
-            made = self.graph.call_function(op, args, kwargs)
-        values = torch.fx.node.map_arg(args, lambda a: a.meta["val"])
-        fakes = [v for v in torch.utils._pytree.tree_leaves(values) if hasattr(v, "fake_mode")]
-        with fakes[0].fake_mode:
-            made.meta["val"] = op(*values, **kwargs)
-        for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
-            if key in self.node.meta:
-                made.meta[key] = self.node.meta[key]
-        return made
+class _Emitter(Emitter):
+    """An ``Emitter`` that also splits and builds (real, imaginary) pairs."""
 
     def parts(self, pair: Node) -> tuple[Node, Node]:
         return self(aten.select.int, pair, -1, 0), self(aten.select.int, pair, -1, 1)

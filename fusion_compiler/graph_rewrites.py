@@ -1,0 +1,27 @@
+"""Building blocks for the front end's rewrites of exported programs (FX graphs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch.fx import Graph, Node
+
+
+class Emitter:
+    """Builds ops before ``node``, each with its fake value and ``node``'s source."""
+
+    def __init__(self, graph: Graph, node: Node):
+        self.graph, self.node = graph, node
+
+    def __call__(self, op: Callable, *args: object, **kwargs: object) -> Node:
+        with self.graph.inserting_before(self.node):
+            made = self.graph.call_function(op, args, kwargs)
+        values = torch.fx.node.map_arg(args, lambda a: a.meta["val"])
+        fakes = [v for v in torch.utils._pytree.tree_leaves(values) if hasattr(v, "fake_mode")]
+        with fakes[0].fake_mode:
+            made.meta["val"] = op(*values, **kwargs)
+        for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
+            if key in self.node.meta:
+                made.meta[key] = self.node.meta[key]
+        return made
