@@ -108,6 +108,22 @@ def _gelu_tanh(x, approximate="none"):
     return (0.5 * y * (1 + torch.tanh(inner))).to(x.dtype)
 
 
+def _integer_power(x, exponent):
+    """An integer tensor to a constant power as products (squaring): IREE 3.13 lowers
+    ``pow`` of floats only ("unimplemented: non-floating point dtype"). Products wrap
+    as PyTorch's integer power does. Floats and negative powers keep the op."""
+    if x.dtype.is_floating_point or not isinstance(exponent, int) or exponent < 0:
+        return NotImplemented
+    result, square = torch.ones_like(x), x
+    while exponent:
+        if exponent & 1:
+            result = result * square
+        exponent >>= 1
+        if exponent:
+            square = square * square
+    return result
+
+
 # Operators whose torch-dialect lowering in IREE 3.13 is wrong, as PyTorch composes them:
 # meshgrid's lowering builds a list of non-value tensors the input pipeline then refuses
 # ("operand types should have the same type as the list contained type"; BEiT's relative
@@ -306,6 +322,7 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     },
     aten.log_softmax.int: _log_softmax_in_f32,
     aten.gelu.default: _gelu_tanh,
+    aten.pow.Tensor_Scalar: _integer_power,
     aten.squeeze.dims: _squeeze_dims,
     aten.topk.default: _topk,
     aten.sort.default: _sort,

@@ -36,7 +36,14 @@ from torch.export.graph_signature import (
 )
 from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
-from fusion_compiler import complex_numbers, decompositions, diagnostics, inputs, signature
+from fusion_compiler import (
+    complex_numbers,
+    decompositions,
+    diagnostics,
+    inputs,
+    signature,
+    unsigned_bytes,
+)
 from fusion_compiler.dialects import linalg
 from fusion_compiler.errors import (
     DamagedFileError,
@@ -716,6 +723,7 @@ def import_model(
     with TORCH_LOCK:
         while True:
             program = complex_numbers.as_real_pairs(functional(source, decompose))
+            program = unsigned_bytes.widened(program)
             _refuse_complex(program)
             results = _constant_outputs_dropped(program)
             module, constants = _import_program(program, context, external_weights)

@@ -89,6 +89,7 @@ _UNSIGNED_OF = {
     torch.int32: torch.uint32,
     torch.int64: torch.uint64,
 }
+_SIGNED_OF = {unsigned: signed for signed, unsigned in _UNSIGNED_OF.items()}
 
 
 @dataclass(frozen=True)
@@ -422,9 +423,11 @@ class Function:
         """What the model's forward returned: the module's tensors (those of an unsigned
         type viewed as such), with the constants (None) the compiled program could not
         return put back in their places."""
-        for i in self._unsigned_results:
-            if i < len(tensors) and not tensors[i].dtype.is_floating_point:
-                tensors[i] = tensors[i].view(_UNSIGNED_OF.get(tensors[i].dtype, tensors[i].dtype))
+        for i, tensor in enumerate(tensors):
+            # IREE returns an input it passes through with the input's element type
+            signs = _UNSIGNED_OF if i in self._unsigned_results else _SIGNED_OF
+            if tensor.dtype in signs:
+                tensors[i] = tensor.view(signs[tensor.dtype])
         if self._results is not None:
             remaining = iter(tensors)
             values = [slot["value"] if slot else next(remaining) for slot in self._results]

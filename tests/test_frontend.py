@@ -91,6 +91,7 @@ FORMS = {
     # Llama 4's router: its top k written into a row of -inf (compared, not indexed)
     "scatter-top-k": lambda: _Fn(_top_k_scores),
     "scatter-number": lambda: _Fn(lambda x: x.scatter(0, x[:2].argsort(0)[:1], 2.0) * x),
+    "integer-power": lambda: _Fn(lambda x: (x * 8).to(torch.int32) ** 3 + (x * 4).long() ** 0),
 }
 
 
@@ -475,6 +476,36 @@ class _ComplexRope(torch.nn.Module):
             freqs = torch.polar(torch.ones_like(self.angles), self.angles)
         rotated = torch.view_as_complex(q.reshape(8, 4, 2)) * freqs
         return torch.view_as_real(rotated).flatten(1)
+
+
+class ByteArithmetic(torch.nn.Module):
+    """What programs compute on uint8 tensors (images, token bytes)."""
+
+    def forward(self, x: torch.Tensor, signed: torch.Tensor):
+        return (
+            x - 1, 3 - x, x * 3, x // 7, x % 7, x / 7, x.abs(), x ** 2,  # wrapping, division
+            x.sum(), x.sum(-1), x.prod(-1), x.cumsum(-1),  # widened to int64
+            x < 200, x == 200, x.amax(-1), x.argmax(-1), x.clamp(10, 200),  # order
+            x.to(torch.int8), x + signed, x.float() - 100,  # casts and promotion
+        )  # fmt: skip
+
+
+def test_unsigned_bytes_compute_as_pytorch() -> None:
+    """IREE 3.13's torch input pipeline types uint8 as signless i8 and read bytes above
+    127 as negative (``x < 200`` false, sums negative) or crashed (``x - 1``, ``x * 3``,
+    ``x // 7``); the front end computes them widened to int32."""
+    x = torch.randint(0, 256, (4, 6), dtype=torch.uint8)
+    x[0, :3] = torch.tensor([0, 200, 255], dtype=torch.uint8)
+    signed = torch.randint(-128, 128, (4, 6), dtype=torch.int8)
+    run = fc.load(fc.compile(ByteArithmetic(), example_args=(x, signed)))
+    x = torch.randint(0, 256, (4, 6), dtype=torch.uint8)
+    x[1, 2:5] = torch.tensor([0, 200, 255], dtype=torch.uint8)
+    signed = torch.randint(-128, 128, (4, 6), dtype=torch.int8)
+    for i, (got, want) in enumerate(zip(run(x, signed), ByteArithmetic()(x, signed), strict=True)):
+        assert got.dtype == want.dtype, i
+        assert (
+            torch.equal(got, want) if not want.is_floating_point() else rel_error(got, want) < 1e-6
+        ), i
 
 
 def test_complex_values_made_in_the_program_are_computed_as_real_pairs() -> None:
