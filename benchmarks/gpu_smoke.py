@@ -73,6 +73,20 @@ CASES = {
     ),
     "explicit_d256_f32": (lambda: Attention(2, 64, 96, 256), qkv(1, 2, 2, 64, 96, 256, F32)),
     "sdpa_d160_f32": (SDPA, qkv(1, 2, 2, 64, 96, 160, F32)),
+    # decoding steps: streaming row blocks, split-KV (with sm_90's generated kernels)
+    "decode_gqa_d64_f16": (
+        lambda: Attention(12, 1, 3000, 64, gqa="repeat_interleave", kv_heads=4),
+        qkv(2, 12, 4, 1, 3000, 64, F16),
+    ),
+    "decode_causal_d128_bf16": (
+        lambda: Attention(8, 3, 5000, 128, mask="causal-iota", upcast=True),
+        qkv(1, 8, 8, 3, 5000, 128, BF16),
+    ),
+    "decode_d256_f16": (lambda: Attention(4, 1, 2000, 256), qkv(1, 4, 4, 1, 2000, 256, F16)),
+    "decode_sink_f16": (
+        lambda: Attention(8, 1, 4100, 64, gqa="repeat_kv", kv_heads=2, sink=True),
+        qkv(1, 8, 2, 1, 4100, 64, F16),
+    ),
 }
 
 

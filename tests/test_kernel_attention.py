@@ -82,13 +82,13 @@ CASES = {
         dict(gqa="repeat_interleave", kv_heads=1),
         (1, 4, 1, 1, 1500, 64),
         F16,
-        dict(block_m=16, splits=3, kv_group=4, pack_gqa=True),
+        dict(block_m=16, block_n=128, splits=6, kv_group=4, pack_gqa=True),
     ),
     "short_causal_gqa_packed": (
         dict(gqa="repeat_kv", kv_heads=2, mask="causal-iota", upcast=True),
         (1, 4, 2, 5, 700, 32),
         F16,
-        dict(block_m=16, splits=2, kv_group=2, pack_gqa=True, causal_offset=695),
+        dict(block_m=16, splits=3, kv_group=2, pack_gqa=True, causal_offset=695),
     ),
     "short_causal_split_kv": (
         dict(mask="causal-iota", upcast=True),
@@ -107,7 +107,7 @@ CASES = {
         dict(gqa="repeat_interleave", kv_heads=1),
         (1, 4, 1, 1, 1500, 64),
         BF16,
-        dict(splits=3, pack_gqa=True, dtype="bf16"),
+        dict(splits=6, pack_gqa=True, dtype="bf16"),
     ),
 }
 # over more than 2048 keys, persistent programs read K and V through TMA descriptors

@@ -231,7 +231,7 @@ func.func @sdpa_causal(%q: tensor<4x128x64xf16>, %k: tensor<4x128x64xf16>, %v: t
 func.func @decode(%q: tensor<8x1x128xf16>, %k: tensor<8x4096x128xf16>, %v: tensor<8x4096x128xf16>) -> tensor<8x1x128xf16> {
   %scale = arith.constant 0.088 : f32
   %e = tensor.empty() : tensor<8x1x128xf16>
-  // expected-remark @below {{attention lowered to a generated sm_90 kernel (f16, D=128, tiles 16x64, split-KV 16)}}
+  // expected-remark @below {{attention lowered to a generated sm_90 kernel (f16, D=128, tiles 16x128, split-KV 16)}}
   %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #o]}>
       ins(%q, %k, %v, %scale : tensor<8x1x128xf16>, tensor<8x4096x128xf16>, tensor<8x4096x128xf16>, f32)
       outs(%e : tensor<8x1x128xf16>) {

@@ -48,9 +48,10 @@ func.func @model(%q: tensor<2x100x256xbf16>, %k: tensor<2x150x256xbf16>, %v: ten
 
 // -----
 
-// A decode step (one query row per head, 32 heads): row blocks of 16 rows, and the 32
-// programs they make are too few for the GPU's 132 multiprocessors, so each head's keys
-// are split over 17 programs (split-KV).
+// A decode step (one query row per head, 32 heads): row blocks of 16 rows, which stream
+// K and V through key blocks of 128 three stages deep; the 32 programs they make are too
+// few for the GPU's 132 multiprocessors, so each head's keys are split over 4 programs
+// (split-KV), one wave.
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
 #k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
 #v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
@@ -59,7 +60,7 @@ func.func @model(%q: tensor<2x100x256xbf16>, %k: tensor<2x150x256xbf16>, %v: ten
 func.func @decode(%q: tensor<32x1x128xf16>, %k: tensor<32x32768x128xf16>, %v: tensor<32x32768x128xf16>) -> tensor<32x1x128xf16> {
   %scale = arith.constant 0.088 : f32
   %e = tensor.empty() : tensor<32x1x128xf16>
-  // expected-remark @below {{schedule 16x64 tiles, 4 warps, 2 stages, split-KV 17 (tuned sm_90/f16/d128/full/n16384; class sm_90/f16/d128/full/n16384)}}
+  // expected-remark @below {{schedule 16x128 tiles, 4 warps, 3 stages, split-KV 4 (tuned sm_90/f16/d128/full/n16384; class sm_90/f16/d128/full/n16384)}}
   %o = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #o]}>
       ins(%q, %k, %v, %scale : tensor<32x1x128xf16>, tensor<32x32768x128xf16>, tensor<32x32768x128xf16>, f32)
       outs(%e : tensor<32x1x128xf16>) {
@@ -69,7 +70,7 @@ func.func @decode(%q: tensor<32x1x128xf16>, %k: tensor<32x32768x128xf16>, %v: te
   return %o : tensor<32x1x128xf16>
 }
 // CHECK-LABEL: func.func @decode(
-// CHECK: {fusion.schedule = {block_m = 16 : i64, block_n = 64 : i64, num_stages = 2 : i64, num_warps = 4 : i64, pack_gqa = 0 : i64, persistent = 0 : i64, splits = 17 : i64}}
+// CHECK: {fusion.schedule = {block_m = 16 : i64, block_n = 128 : i64, num_stages = 3 : i64, num_warps = 4 : i64, pack_gqa = 0 : i64, persistent = 0 : i64, splits = 4 : i64}}
 
 // -----
 

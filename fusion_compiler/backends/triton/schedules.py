@@ -25,6 +25,13 @@ _PERSISTENT_KEYS = 8192
 _SMS = {"sm_90": 132}  # streaming multiprocessors (H100 SXM and H200)
 _SM_SHARED_BYTES = 228 * 1024  # per multiprocessor, 1 KiB of it reserved per block
 _SM_REGISTERS = 64 * 1024
+# row blocks of at most this many rows (decoding) are bound by reading K and V: each
+# program streams them through the largest key blocks three stages deep that fit, and
+# split-KV makes one wave of programs (H100, decode B1-64 over 1K-128K keys, D128 fp16,
+# benchmarks/results/decode_tilings_h100.md: 128x3 against the tuned 64x2, 0.98-1.05x
+# cuDNN's time from 0.98-1.43x; four programs per multiprocessor, or two, were slower)
+_STREAMING_ROWS = 16
+_STREAMING_BLOCKS = ((128, 3), (64, 3), (32, 3))  # key block, stages
 
 
 @dataclass(frozen=True)
@@ -110,10 +117,12 @@ def fit(
 ) -> Tiles:
     """``tiles`` fitted to one attention's sizes (-1: dynamic): with GQA and fewer query
     rows than a row block (decoding), the rows of the heads sharing K/V packed into one
-    block; row blocks no taller than the rows; split-KV when the row blocks are too
-    few to fill the GPU (under 0.8 of a wave, as FlashAttention's heuristic): enough
-    programs for about four per multiprocessor, each with at least four key blocks (a
-    dynamic key length is taken as long); and for causal attention over few keys, with
+    block; row blocks no taller than the rows, and for a few rows, key blocks that keep
+    K and V streaming (``_STREAMING_ROWS``); split-KV when the row blocks are too few to
+    fill the GPU (under 0.8 of a wave, as FlashAttention's heuristic): enough programs
+    for about four per multiprocessor, each with at least four key blocks, or for
+    streaming rows one per multiprocessor, each with at least two (a dynamic key length
+    is taken as long); and for causal attention over few keys, with
     more tiles than the GPU holds at once, persistent programs (one per place on the
     GPU) taking the tiles of every head longest first, which keeps the multiprocessors
     evenly busy where each tile is short; a sliding ``window`` of keys (> 0) makes every
@@ -123,12 +132,18 @@ def fit(
     pack = kv_group > 1 and padded(n_q) < tiles.block_m
     group = kv_group if pack else 1
     block_m = min(tiles.block_m, padded(n_q * group))
+    streaming = block_m <= _STREAMING_ROWS
+    if streaming:
+        tiles = _streaming(replace(tiles, block_m=block_m), shape.d)
     programs = batch // group * -(-n_q * group // block_m)
     sms = multiprocessors(shape.arch)
     splits = 1
     if programs < 0.8 * sms:  # else about one wave already: merging would cost more
         key_blocks = -(-n_k // tiles.block_n) if n_k > 0 else 1 << 20
-        splits = max(1, min(-(-4 * sms // programs), key_blocks // 4, 64))
+        if streaming:  # one wave, at least two key blocks each
+            splits = max(1, min(sms // programs, key_blocks // 2, 64))
+        else:
+            splits = max(1, min(-(-4 * sms // programs), key_blocks // 4, 64))
     fitted = replace(tiles, block_m=block_m, splits=splits, pack_gqa=int(pack))
     keys = min(n_k, window) if window > 0 else n_k
     if shape.causal and splits == 1 and not pack and 0 < keys <= _PERSISTENT_KEYS:
@@ -136,6 +151,16 @@ def fit(
         if programs > resident:
             fitted = replace(fitted, persistent=resident)
     return fitted
+
+
+def _streaming(tiles: Tiles, d: int) -> Tiles:
+    """``tiles`` for row blocks of a few rows: the largest key blocks that fit three
+    stages deep (``_STREAMING_BLOCKS``), or ``tiles`` where none does."""
+    for block_n, stages in _STREAMING_BLOCKS:
+        streaming = replace(tiles, block_n=block_n, num_stages=stages)
+        if shared_bytes(streaming, d) <= _SHARED_BYTES:
+            return streaming
+    return tiles
 
 
 def plain_spec(
