@@ -725,6 +725,7 @@ def import_model(
             program = complex_numbers.as_real_pairs(functional(source, decompose))
             program = unsigned_bytes.widened(program)
             _refuse_complex(program)
+            _refuse_data_dependent_shapes(program)
             results = _constant_outputs_dropped(program)
             module, constants = _import_program(program, context, external_weights)
             names = {name for name, _ in _torch_operators(module.operation)}
@@ -779,6 +780,33 @@ def _refuse_complex(program: torch.export.ExportedProgram) -> None:
             found.append(
                 (f"{_node_op(node)}, a {value.dtype} result ({_COMPLEX_ADVICE})", _node_line(node))
             )
+    if found:
+        raise UnsupportedOpError(found)
+
+
+_DATA_DEPENDENT_ADVICE = (
+    "its size depends on the values of the data (a boolean mask as an index, nonzero, "
+    "masked_select, unique), which IREE 3.13 cannot compile (its input pipeline did not "
+    "finish on one); keep the shape and mark the entries instead, e.g. "
+    "torch.where(mask, x, fill), or return the mask with the tensor"
+)
+
+
+def _refuse_data_dependent_shapes(program: torch.export.ExportedProgram) -> None:
+    """The ops whose result's size torch.export left as a value of the data (an unbacked
+    symbol), each with its source line."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    found = []
+    for node in program.graph.nodes:
+        value = node.meta.get("val")
+        if node.op != "call_function" or not isinstance(value, torch.Tensor):
+            continue
+        operands = [a.meta.get("val") for a in node.all_input_nodes]
+        if free_unbacked_symbols(value) and not any(
+            isinstance(a, torch.Tensor) and free_unbacked_symbols(a) for a in operands
+        ):
+            found.append((f"{_node_op(node)} ({_DATA_DEPENDENT_ADVICE})", _node_line(node)))
     if found:
         raise UnsupportedOpError(found)
 

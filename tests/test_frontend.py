@@ -197,6 +197,27 @@ def test_unlowerable_op_is_reported_alone_with_its_line() -> None:
     assert location.split(":")[:2] == [str(Path(__file__)), str(line)]
 
 
+class _SizedByTheData(torch.nn.Module):
+    def forward(self, x):
+        kept = x[x > 0.5]  # DATA-SIZED
+        return kept.sum() + torch.nonzero(x < 0.1).shape[0]  # DATA-SIZED
+
+
+def test_a_result_sized_by_the_data_is_refused_with_its_line() -> None:
+    """A boolean mask as an index or ``nonzero``: IREE 3.13's input pipeline never
+    finished on such a program; each op is named with its line instead."""
+    lines = [
+        str(i)
+        for i, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+        if text.rstrip().endswith("# DATA-SIZED")
+    ]
+    with pytest.raises(fc.UnsupportedOpError) as info:
+        fc.compile(_SizedByTheData(), example_args=(torch.rand(3, 5),))
+    names = [name.split(" ")[0] for name, _ in info.value.ops]
+    assert names == ["torch.aten.index.Tensor", "torch.aten.nonzero"]
+    assert [location.split(":")[1] for _, location in info.value.ops] == lines
+
+
 class _SdpaMaskOfRank(torch.nn.Module):
     def __init__(self, rank: int):
         super().__init__()
