@@ -107,7 +107,10 @@ def times(value: ir.Value, factor: float) -> ir.Value:
 Size = int | ir.Value  # a static size or an index value
 
 
-def index(value: int) -> ir.Value:
+def index(value: Size) -> ir.Value:
+    """An index value: a constant for a static size, the value itself otherwise."""
+    if isinstance(value, ir.Value):
+        return value
     return dialects.arith.ConstantOp(ir.IndexType.get(), value).result
 
 
@@ -129,9 +132,16 @@ def own_buffer(like: ir.Value) -> ir.Value:
     and IREE hoists equal fills into one constant. A loop that updates its tensor in
     place (behind a ``hal.tensor.barrier``) needs one: IREE 3.13 follows no such update
     through a loop's iter_args, so two loops started from one value write one buffer."""
-    shape = ir.RankedTensorType(like.type).shape
-    dims = [size_of(like, i) for i, size in enumerate(shape) if ir.ShapedType.is_dynamic_size(size)]
-    return ir.Operation.create("flow.tensor.alloca", results=[like.type], operands=dims).result
+    return ir.Operation.create(
+        "flow.tensor.alloca", results=[like.type], operands=dynamic_sizes(like)
+    ).result
+
+
+def dynamic_sizes(value: ir.Value) -> list[ir.Value]:
+    """The sizes of ``value``'s dynamic dims (``tensor.dim``s), in order: the operands
+    flow's ops take with a tensor of dynamic shape."""
+    shape = ir.RankedTensorType(value.type).shape
+    return [size_of(value, i) for i, n in enumerate(shape) if ir.ShapedType.is_dynamic_size(n)]
 
 
 def full(sizes: list[Size], value: float) -> ir.Value:

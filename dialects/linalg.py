@@ -185,9 +185,11 @@ def drops_last_column(op: ir.Operation | None) -> bool:
         return False  # nothing would be left
     wanted = [*whole[:-1], _plus(whole[-1], {1: -1})]
     return (
-        all(_form(s, memo) == {1: 1} for s in strides)
-        and all(_form(o, memo) == {1: 0} for o in offsets)
-        and all(f is not None and _form(s, memo) == f for s, f in zip(sizes, wanted, strict=True))
+        all(size_form(s, memo) == {1: 1} for s in strides)
+        and all(size_form(o, memo) == {1: 0} for o in offsets)
+        and all(
+            f is not None and size_form(s, memo) == f for s, f in zip(sizes, wanted, strict=True)
+        )
     )
 
 
@@ -198,7 +200,7 @@ def drops_last_column(op: ir.Operation | None) -> bool:
 Form = dict
 
 
-def _form(value: ir.Value | int, memo: dict, depth: int = 0) -> Form | None:
+def size_form(value: ir.Value | int, memo: dict, depth: int = 0) -> Form | None:
     """``value`` as a ``Form`` (``memo``: the forms found so far, by value)."""
     if isinstance(value, int):
         return {1: value}
@@ -219,20 +221,20 @@ def _form_of(value: ir.Value, memo: dict, depth: int) -> Form | None:
         dim = constant_value(args[1])
         return dim_form(args[0], dim, memo, depth + 1) if isinstance(dim, int) else None
     if name in ("arith.index_cast", "arith.extsi"):  # signed: the value kept (no overflow)
-        return _form(args[0], memo, depth + 1)
+        return size_form(args[0], memo, depth + 1)
     if name == "affine.apply":
         return _affine_form(ir.AffineMapAttr(op.attributes["map"]).value, args, memo, depth)
     if name in ("util.assume.int", "hal.buffer_view.dim"):  # a size: as dim_root names it
         return {_size_root(value, depth): 1, 1: 0}
     if name == "arith.select":
         taken = _decided(producer(args[0]), memo, depth)
-        return None if taken is None else _form(args[1 if taken else 2], memo, depth + 1)
-    forms = [_form(a, memo, depth + 1) for a in args]
+        return None if taken is None else size_form(args[1 if taken else 2], memo, depth + 1)
+    forms = [size_form(a, memo, depth + 1) for a in args]
     if name in ("arith.addi", "arith.subi"):
         a, b = forms
         return None if a is None or b is None else _plus(a, b, -1 if name == "arith.subi" else 1)
     if name == "arith.muli":
-        return _times(*forms)
+        return product_form(*forms)
     if name in ("arith.minsi", "arith.maxsi"):
         order = _ordered(*forms)
         if order is None:
@@ -248,7 +250,7 @@ def dim_form(value: ir.Value, dim: int, memo: dict, depth: int = 0) -> Form | No
         return {1: size}
     root = dim_root(value, dim)
     if isinstance(root, ir.Value):  # an index value the size was computed as
-        return _form(root, memo, depth + 1)
+        return size_form(root, memo, depth + 1)
     return {root: 1, 1: 0}
 
 
@@ -259,7 +261,8 @@ def _plus(a: Form, b: Form, scale: int = 1) -> Form:
     return {key: n for key, n in total.items() if n or key == 1}
 
 
-def _times(a: Form | None, b: Form | None) -> Form | None:
+def product_form(a: Form | None, b: Form | None) -> Form | None:
+    """``a`` times ``b`` where one is a constant (None: unknown, or not affine)."""
     if a is None or b is None:
         return None
     if set(a) == {1}:
@@ -295,7 +298,7 @@ def _decided(compare: ir.Operation | None, memo: dict, depth: int) -> bool | Non
     sides decide it for all sizes."""
     if compare is None or compare.name != "arith.cmpi":
         return None
-    a, b = (_form(v, memo, depth + 1) for v in compare.operands)
+    a, b = (size_form(v, memo, depth + 1) for v in compare.operands)
     if a is None or b is None:
         return None
     d = _plus(a, b, -1)  # a - b
@@ -320,14 +323,14 @@ def _affine_form(map_: ir.AffineMap, args: list[ir.Value], memo: dict, depth: in
         if isinstance(expr, ir.AffineConstantExpr):
             return {1: expr.value}
         if isinstance(expr, ir.AffineDimExpr):
-            return _form(args[expr.position], memo, depth + 1)
+            return size_form(args[expr.position], memo, depth + 1)
         if isinstance(expr, ir.AffineSymbolExpr):
-            return _form(args[map_.n_dims + expr.position], memo, depth + 1)
+            return size_form(args[map_.n_dims + expr.position], memo, depth + 1)
         if isinstance(expr, ir.AffineAddExpr):
             a, b = walk(expr.lhs), walk(expr.rhs)
             return None if a is None or b is None else _plus(a, b)
         if isinstance(expr, ir.AffineMulExpr):
-            return _times(walk(expr.lhs), walk(expr.rhs))
+            return product_form(walk(expr.lhs), walk(expr.rhs))
         return None
 
     return walk(map_.results[0])

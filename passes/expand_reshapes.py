@@ -53,7 +53,7 @@ def _groups(small: list[Form | None], large: list[Form | None]) -> list[list[int
         while _normal(product) != _normal(want):
             if at == len(large):
                 return None
-            product = linalg._times(product, large[at])
+            product = linalg.product_form(product, large[at])
             if product is None:
                 return None
             group.append(at)
@@ -82,7 +82,7 @@ def _regrouped(op: ir.Operation) -> ir.Value | None:
     memo: dict = {}
     source_rank = ir.RankedTensorType(source.type).rank
     have = [linalg.dim_form(source, d, memo) for d in range(source_rank)]
-    want = [linalg._form(s, memo) for s in sizes]
+    want = [linalg.size_form(s, memo) for s in sizes]
     for d, n in enumerate(result_type.shape):  # a static size of the result holds
         if not ir.ShapedType.is_dynamic_size(n):
             want[d] = {1: n}

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fusion_compiler.dialects import linalg
-from fusion_compiler.dialects.builders import size_of
+from fusion_compiler.dialects.builders import dynamic_sizes
 
 from fusion_compiler.ir import ir
 
@@ -113,10 +113,8 @@ def run(module: ir.Operation, options: Options) -> None:
 
 def _copy(value: ir.Value) -> ir.Value:
     """``value`` copied (``flow.tensor.clone``), for a scatter or an insert of a slice."""
-    shape = ir.RankedTensorType(value.type).shape
-    dims = [size_of(value, i) for i, n in enumerate(shape) if ir.ShapedType.is_dynamic_size(n)]
     return ir.Operation.create(
-        "flow.tensor.clone", results=[value.type], operands=[value, *dims]
+        "flow.tensor.clone", results=[value.type], operands=[value, *dynamic_sizes(value)]
     ).result
 
 

@@ -16,7 +16,7 @@ from fusion_compiler.backends.spec import Kernel, Problem
 from fusion_compiler.backends.triton.spec import TritonSpec
 from fusion_compiler.backends.vulkan.spec import VulkanSpec
 from fusion_compiler.dialects import linalg
-from fusion_compiler.dialects.builders import extract_slice, reassociation_attr
+from fusion_compiler.dialects.builders import extract_slice, index, reassociation_attr
 from fusion_compiler.ir import dialects, ir
 
 _EXECUTABLE_TARGETS = {
@@ -385,11 +385,11 @@ def _with_spare(result_type: ir.Type, lengths: list[ir.Value], spare: int, make)
     count: ir.Value | int = known
     for n in shape:
         if ir.ShapedType.is_dynamic_size(n):
-            count = dialects.arith.MulIOp(_index(count), lengths[0]).result
+            count = dialects.arith.MulIOp(index(count), lengths[0]).result
     if isinstance(count, int):
         flat = make(ir.RankedTensorType.get([count + spare], element), [])
     else:
-        padded = dialects.arith.AddIOp(count, _index(spare)).result
+        padded = dialects.arith.AddIOp(count, index(spare)).result
         flat = make(ir.RankedTensorType.get([dynamic], element), [padded])
     used = extract_slice(flat, [0], [count])
     if len(shape) == 1:
@@ -404,12 +404,6 @@ def _with_spare(result_type: ir.Type, lengths: list[ir.Value], spare: int, make)
             "static_output_shape": ir.DenseI64ArrayAttr.get(shape),
         },
     ).result
-
-
-def _index(value: ir.Value | int) -> ir.Value:
-    if isinstance(value, int):
-        return dialects.arith.ConstantOp(ir.IndexType.get(), value).result
-    return value
 
 
 def spec_from_json(text: str) -> Problem:
