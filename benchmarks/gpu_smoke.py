@@ -8,7 +8,8 @@ On the GPU machine (runtime and torch only):
 ``prepare`` compiles each case for target="cuda" (sm_80, or sm_90: generated kernels)
 and saves the module with the model's weights; ``check`` rebuilds each model from its
 weights, runs the module on device "cuda" with fresh inputs, and compares with PyTorch
-in float64 on the GPU.
+in float64 on the GPU. The ``DYNAMIC`` cases are compiled once with a dynamic sequence
+length and run at several.
 """
 
 from __future__ import annotations
@@ -40,6 +41,25 @@ BLOCK = [((2, 128, 64), F32)]
 class SDPA(torch.nn.Module):
     def forward(self, q, k, v):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+class Einsum(torch.nn.Module):
+    """Attention written with einsum, softmax in f32."""
+
+    def forward(self, q, k, v):
+        scores = torch.einsum("bhqd,bhkd->bhqk", q, k) * q.shape[-1] ** -0.5
+        return torch.einsum("bhqk,bhkd->bhqd", scores.float().softmax(-1).to(q.dtype), v)
+
+
+class Bmm(torch.nn.Module):
+    """Attention written with bmm over heads folded into the batch, softmax in f32."""
+
+    def forward(self, q, k, v):
+        b, h, n, d = q.shape
+        q3, k3, v3 = (x.reshape(b * h, x.shape[2], d) for x in (q, k, v))
+        scores = torch.bmm(q3, k3.transpose(1, 2)) * d**-0.5
+        out = torch.bmm(scores.float().softmax(-1).to(q.dtype), v3)
+        return out.reshape(b, h, n, d)
 
 
 # name -> (model factory, input (shape, dtype)s)
@@ -88,17 +108,60 @@ CASES = {
         qkv(1, 8, 2, 1, 4100, 64, F16),
     ),
 }
+# name -> (model factory, input (shape, dtype)s, each input's dynamic dim (None: static),
+# lengths to run besides the example's): compiled once with those dims one dynamic size
+SEQUENCE, CACHE = (2, 2, 2), (None, 2, 2)  # every input's dim 2; K's and V's alone
+DYNAMIC = {
+    "dynamic_einsum_f16": (Einsum, qkv(1, 8, 8, 96, 96, 64, F16), SEQUENCE, (300,)),
+    "dynamic_causal_f16": (
+        lambda: Attention(8, 96, 96, 64, mask="causal-iota", upcast=True),
+        qkv(1, 8, 8, 96, 96, 64, F16),
+        SEQUENCE,
+        (257,),
+    ),
+    "dynamic_bmm_f16": (Bmm, qkv(2, 4, 4, 80, 80, 128, F16), SEQUENCE, (1, 513)),
+    "dynamic_sink_f16": (
+        lambda: Attention(8, 64, 64, 64, gqa="repeat_kv", kv_heads=2, sink=True),
+        qkv(1, 8, 2, 64, 64, 64, F16),
+        SEQUENCE,
+        (200,),
+    ),
+    # a decoding step against a cache of any length: split-KV over a dynamic key count
+    "dynamic_decode_f16": (
+        lambda: Attention(8, 1, 700, 128, gqa="repeat_interleave", kv_heads=2),
+        qkv(1, 8, 2, 1, 700, 128, F16),
+        CACHE,
+        (5, 4100),
+    ),
+}
+
+
+def _compile(model, specs, cuda_arch: str, dims: tuple | None = None):
+    args = example(specs)
+    if dims is None:
+        return fc.compile(model, args, target="cuda", cuda_arch=cuda_arch, remarks=True)
+    n = torch.export.Dim("n", min=1, max=8192)
+    shapes = tuple(None if dim is None else {dim: n} for dim in dims)
+    program = torch.export.export(model, args, dynamic_shapes=shapes)
+    return fc.compile(program, target="cuda", cuda_arch=cuda_arch, remarks=True)
+
+
+def _sized(specs, dims: tuple, length: int):
+    """``specs`` with each input's dynamic dim (``dims``) at ``length``."""
+    return [
+        (shape if dim is None else (*shape[:dim], length, *shape[dim + 1 :]), dtype)
+        for (shape, dtype), dim in zip(specs, dims, strict=True)
+    ]
 
 
 def prepare(folder: Path, cuda_arch: str = "sm_80") -> None:
     folder.mkdir(parents=True, exist_ok=True)
     stats = {}
-    for name, (factory, specs) in CASES.items():
+    cases = {name: (*case, None, ()) for name, case in CASES.items()} | DYNAMIC
+    for name, (factory, specs, dims, _) in cases.items():
         torch.manual_seed(0)
         model = factory().eval()
-        module = fc.compile(
-            model, example_args=example(specs), target="cuda", cuda_arch=cuda_arch, remarks=True
-        )
+        module = _compile(model, specs, cuda_arch, dims)
         module.save(folder / f"{name}.vmfb")
         torch.save(model.state_dict(), folder / f"{name}.pt")
         stats[name] = module.stats
@@ -108,13 +171,21 @@ def prepare(folder: Path, cuda_arch: str = "sm_80") -> None:
 
 def check(folder: Path) -> int:
     stats = json.loads((folder / "stats.json").read_text())
-    print(f"{'case':<20} {'fused':>5} {'rel. error':>10} {'bound':>6} {'ms/call':>8} {'out':>5}")
+    print(f"{'case':<26} {'fused':>5} {'rel. error':>10} {'bound':>6} {'ms/call':>8} {'out':>5}")
     failed = 0
-    for name, (factory, specs) in CASES.items():
+    runs = [(name, factory, specs) for name, (factory, specs) in CASES.items()]
+    for name, (factory, specs, dims, lengths) in DYNAMIC.items():
+        runs += [(name, factory, specs)] + [
+            (name, factory, _sized(specs, dims, n)) for n in lengths
+        ]
+    for name, factory, specs in runs:
         model = factory().eval()
         model.load_state_dict(torch.load(folder / f"{name}.pt"))
         run = fc.load(folder / f"{name}.vmfb", device="cuda")
         inputs = [x.cuda() for x in example(specs)]
+        label = name  # with a dynamic length, the length it runs at
+        if name in DYNAMIC:
+            label = f"{name}@{specs[1][0][DYNAMIC[name][2][1]]}"
         with torch.no_grad():
             want = model.double().cuda()(*(x.double() for x in inputs)).cpu()
         got = run(*inputs)
@@ -130,7 +201,7 @@ def check(folder: Path) -> int:
         failed += not ok
         fused = stats[name]["attention_ops"]
         mark = "" if ok else "  WRONG"
-        print(f"{name:<20} {fused:>5} {error:>10.1e} {bound:>6.0e} {ms:>8.2f} {where:>5}{mark}")
+        print(f"{label:<26} {fused:>5} {error:>10.1e} {bound:>6.0e} {ms:>8.2f} {where:>5}{mark}")
     return 1 if failed else 0
 
 
