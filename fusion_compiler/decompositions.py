@@ -109,12 +109,19 @@ def _gelu_tanh(x, approximate="none"):
 
 
 def _integer_power(x, exponent):
-    """An integer tensor to a constant power as products (squaring): IREE 3.13 lowers
-    ``pow`` of floats only ("unimplemented: non-floating point dtype"). Products wrap
-    as PyTorch's integer power does. Floats and negative powers keep the op."""
-    if x.dtype.is_floating_point or not isinstance(exponent, int) or exponent < 0:
+    """An integer or bool tensor to a constant power: IREE 3.13 lowers ``pow`` of floats
+    only ("unimplemented: non-floating point dtype"). In PyTorch's result type: a float
+    power converts first; an integer power is products (squaring), which wrap as
+    PyTorch's integer power does. Floats, and negative integer powers, keep the op."""
+    if x.dtype.is_floating_point or isinstance(exponent, bool):
         return NotImplemented
-    result, square = torch.ones_like(x), x
+    dtype = torch.result_type(x, exponent)
+    if dtype.is_floating_point:
+        return torch.pow(x.to(dtype), exponent)
+    if not isinstance(exponent, int) or exponent < 0:
+        return NotImplemented
+    base = x.to(dtype)
+    result, square = torch.ones_like(base), base
     while exponent:
         if exponent & 1:
             result = result * square

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import operator
 import re
 import sys
 import threading
@@ -37,12 +38,12 @@ from torch.export.graph_signature import (
 from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
 from fusion_compiler import (
+    byte_integers,
     complex_numbers,
     decompositions,
     diagnostics,
     inputs,
     signature,
-    unsigned_bytes,
 )
 from fusion_compiler.dialects import linalg
 from fusion_compiler.errors import (
@@ -723,7 +724,7 @@ def import_model(
     with TORCH_LOCK:
         while True:
             program = complex_numbers.as_real_pairs(functional(source, decompose))
-            program = unsigned_bytes.widened(program)
+            program = byte_integers.widened(program)
             _refuse_complex(program)
             _refuse_data_dependent_shapes(program)
             results = _constant_outputs_dropped(program)
@@ -793,22 +794,32 @@ _DATA_DEPENDENT_ADVICE = (
 
 
 def _refuse_data_dependent_shapes(program: torch.export.ExportedProgram) -> None:
-    """The ops whose result's size torch.export left as a value of the data (an unbacked
-    symbol), each with its source line."""
+    """The ops whose result's shape torch.export left as a value of the data (an
+    unbacked symbol) other than one read with ``.item()`` (a slice to such a length
+    compiles), each with its source line."""
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
+    def sized(value: object) -> set:
+        if not isinstance(value, torch.Tensor):
+            return set()
+        return free_unbacked_symbols(tuple(value.shape)) - read
+
+    read: set = set()  # the symbols of values read from tensors (``.item()``)
     found = []
     for node in program.graph.nodes:
         value = node.meta.get("val")
-        if node.op != "call_function" or not isinstance(value, torch.Tensor):
+        if isinstance(value, torch.SymInt) and node.target in _READS_A_VALUE:
+            read |= free_unbacked_symbols(value)
+        if node.op != "call_function" or not sized(value):
             continue
-        operands = [a.meta.get("val") for a in node.all_input_nodes]
-        if free_unbacked_symbols(value) and not any(
-            isinstance(a, torch.Tensor) and free_unbacked_symbols(a) for a in operands
-        ):
-            found.append((f"{_node_op(node)} ({_DATA_DEPENDENT_ADVICE})", _node_line(node)))
+        if not any(sized(a.meta.get("val")) for a in node.all_input_nodes):
+            made = node.args[0] if node.target is operator.getitem else node  # unique's
+            found.append((f"{_node_op(made)} ({_DATA_DEPENDENT_ADVICE})", _node_line(node)))
     if found:
         raise UnsupportedOpError(found)
+
+
+_READS_A_VALUE = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default)
 
 
 def _placeholder(program: torch.export.ExportedProgram, name: str) -> str:

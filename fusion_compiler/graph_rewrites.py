@@ -17,10 +17,11 @@ class Emitter:
     def __call__(self, op: Callable, *args: object, **kwargs: object) -> Node:
         with self.graph.inserting_before(self.node):
             made = self.graph.call_function(op, args, kwargs)
-        values = torch.fx.node.map_arg(args, lambda a: a.meta["val"])
-        fakes = [v for v in torch.utils._pytree.tree_leaves(values) if hasattr(v, "fake_mode")]
+        values, named = torch.fx.node.map_arg((args, kwargs), lambda a: a.meta["val"])
+        leaves = torch.utils._pytree.tree_leaves((values, named))
+        fakes = [v for v in leaves if hasattr(v, "fake_mode")]
         with fakes[0].fake_mode:
-            made.meta["val"] = op(*values, **kwargs)
+            made.meta["val"] = op(*values, **named)
         for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
             if key in self.node.meta:
                 made.meta[key] = self.node.meta[key]

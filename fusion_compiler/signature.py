@@ -108,8 +108,8 @@ def attach(module: ir.Operation, vulkan_target: str | None = None) -> None:
             inputs = inputs[: len(inputs) - int(ir.StringAttr(entries[STORAGE_KEY]).value) - 1]
         unsigned = facts.get(UNSIGNED_KEY, {}).get(name)
         for index in map(int, unsigned.split(",") if unsigned else []):
-            if index < len(inputs):  # tensor<2x8xi8> -> tensor<2x8xui8>
-                inputs[index] = re.sub(r"xi(\d+)>$", r"xui\1>", inputs[index])
+            if index < len(inputs):  # tensor<2x8xi8> -> tensor<2x8xui8>, tensor<i8> too
+                inputs[index] = re.sub(r"([<x])i(\d+)>$", r"\1ui\2>", inputs[index])
         entries[INPUTS_KEY] = ir.StringAttr.get(";".join(inputs), context=context)
         entries[OUTPUTS_KEY] = ir.StringAttr.get(";".join(outputs), context=context)
         mutated = [i for i in written if i < len(inputs)]  # not the result storage

@@ -91,7 +91,9 @@ FORMS = {
     # Llama 4's router: its top k written into a row of -inf (compared, not indexed)
     "scatter-top-k": lambda: _Fn(_top_k_scores),
     "scatter-number": lambda: _Fn(lambda x: x.scatter(0, x[:2].argsort(0)[:1], 2.0) * x),
-    "integer-power": lambda: _Fn(lambda x: (x * 8).to(torch.int32) ** 3 + (x * 4).long() ** 0),
+    "integer-power": lambda: _Fn(
+        lambda x: (x * 8).to(torch.int32) ** 3 + (x * 4).long() ** 0 + (x * 2).int() ** 2.0
+    ),
 }
 
 
@@ -197,15 +199,32 @@ def test_unlowerable_op_is_reported_alone_with_its_line() -> None:
     assert location.split(":")[:2] == [str(Path(__file__)), str(line)]
 
 
+class _SlicedToAValue(torch.nn.Module):
+    def forward(self, x, n):
+        length = n.item()
+        torch._check(length >= 1)
+        torch._check(length <= x.shape[1])
+        return x[:, :length] * 2
+
+
+def test_a_slice_to_a_length_read_from_a_tensor_compiles() -> None:
+    """A size read with ``.item()`` is not refused as sized by the data: it compiles."""
+    x = torch.randn(3, 8)
+    run = fc.load(fc.compile(_SlicedToAValue(), example_args=(x, torch.tensor(5))))
+    for n in (5, 2):
+        assert torch.equal(run(x, torch.tensor(n)), _SlicedToAValue()(x, torch.tensor(n)))
+
+
 class _SizedByTheData(torch.nn.Module):
     def forward(self, x):
         kept = x[x > 0.5]  # DATA-SIZED
-        return kept.sum() + torch.nonzero(x < 0.1).shape[0]  # DATA-SIZED
+        count = torch.nonzero(x < 0.1).shape[0]  # DATA-SIZED
+        return kept.sum() + count + torch.unique(x).sum()  # DATA-SIZED
 
 
 def test_a_result_sized_by_the_data_is_refused_with_its_line() -> None:
-    """A boolean mask as an index or ``nonzero``: IREE 3.13's input pipeline never
-    finished on such a program; each op is named with its line instead."""
+    """A boolean mask as an index, ``nonzero`` or ``unique``: IREE 3.13's input pipeline
+    never finished on such a program; each op is named with its line instead."""
     lines = [
         str(i)
         for i, text in enumerate(Path(__file__).read_text().splitlines(), 1)
@@ -214,7 +233,7 @@ def test_a_result_sized_by_the_data_is_refused_with_its_line() -> None:
     with pytest.raises(fc.UnsupportedOpError) as info:
         fc.compile(_SizedByTheData(), example_args=(torch.rand(3, 5),))
     names = [name.split(" ")[0] for name, _ in info.value.ops]
-    assert names == ["torch.aten.index.Tensor", "torch.aten.nonzero"]
+    assert names == ["torch.aten.index.Tensor", "torch.aten.nonzero", "torch.aten._unique2"]
     assert [location.split(":")[1] for _, location in info.value.ops] == lines
 
 
@@ -500,29 +519,36 @@ class _ComplexRope(torch.nn.Module):
 
 
 class ByteArithmetic(torch.nn.Module):
-    """What programs compute on uint8 tensors (images, token bytes)."""
+    """What programs compute on 8-bit integer tensors (images, token bytes)."""
 
-    def forward(self, x: torch.Tensor, signed: torch.Tensor):
+    def forward(self, x: torch.Tensor, signed: torch.Tensor, level: torch.Tensor):
         return (
             x - 1, 3 - x, x * 3, x // 7, x % 7, x / 7, x.abs(), x ** 2,  # wrapping, division
-            x.sum(), x.sum(-1), x.prod(-1), x.cumsum(-1),  # widened to int64
-            x < 200, x == 200, x.amax(-1), x.argmax(-1), x.clamp(10, 200),  # order
-            x.to(torch.int8), x + signed, x.float() - 100,  # casts and promotion
+            signed - 1, signed * 3, signed // 7, (x > 100) ** 2,
+            x.sum(), x.sum(-1), x.prod(-1), x.cumsum(-1), x.sum(-1, dtype=torch.uint8),
+            x < 200, x == 200, x.amax(-1), x.argmax(-1), x.clamp(10, 200), x.clamp(min=level),
+            x.to(torch.int8), x.view(torch.int8), x + signed, x.float() - 100,  # conversions
+            torch.where(x > 100, x, x.float() / 2), torch.cat([x, signed.int()]),
         )  # fmt: skip
 
 
-def test_unsigned_bytes_compute_as_pytorch() -> None:
-    """IREE 3.13's torch input pipeline types uint8 as signless i8 and read bytes above
-    127 as negative (``x < 200`` false, sums negative) or crashed (``x - 1``, ``x * 3``,
-    ``x // 7``); the front end computes them widened to int32."""
-    x = torch.randint(0, 256, (4, 6), dtype=torch.uint8)
-    x[0, :3] = torch.tensor([0, 200, 255], dtype=torch.uint8)
-    signed = torch.randint(-128, 128, (4, 6), dtype=torch.int8)
-    run = fc.load(fc.compile(ByteArithmetic(), example_args=(x, signed)))
-    x = torch.randint(0, 256, (4, 6), dtype=torch.uint8)
-    x[1, 2:5] = torch.tensor([0, 200, 255], dtype=torch.uint8)
-    signed = torch.randint(-128, 128, (4, 6), dtype=torch.int8)
-    for i, (got, want) in enumerate(zip(run(x, signed), ByteArithmetic()(x, signed), strict=True)):
+def test_byte_integers_compute_as_pytorch() -> None:
+    """IREE 3.13's torch input pipeline types uint8 and int8 as signless i8: it read
+    uint8 bytes above 127 as negative (``x < 200`` false, sums negative) and crashed on
+    ``x - 1``, ``x * 3``, ``x // 7`` of either; the front end computes them as int32.
+    Ops that also convert (a ``where`` of uint8 and float, a ``cat`` with int32) read
+    them widened too; a 0-d uint8 input is taken as uint8."""
+
+    def inputs():
+        x = torch.randint(0, 256, (4, 6), dtype=torch.uint8)
+        x[1, 2:5] = torch.tensor([0, 200, 255], dtype=torch.uint8)
+        signed = torch.randint(-128, 128, (4, 6), dtype=torch.int8)
+        signed[0, :2] = torch.tensor([-128, 127], dtype=torch.int8)
+        return x, signed, torch.tensor(130, dtype=torch.uint8)
+
+    run = fc.load(fc.compile(ByteArithmetic(), example_args=inputs()))
+    args = inputs()
+    for i, (got, want) in enumerate(zip(run(*args), ByteArithmetic()(*args), strict=True)):
         assert got.dtype == want.dtype, i
         assert (
             torch.equal(got, want) if not want.is_floating_point() else rel_error(got, want) < 1e-6
