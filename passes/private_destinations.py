@@ -16,8 +16,10 @@ the positions of the second sorted twice). Found by trying, each remedy on its o
   clone was not enough; IREE cannot read a barrier's dynamic sizes, so a dynamic sort
   keeps its operand: ``decompositions._sort`` leaves IREE only float64 sorts).
 
-Not fixed: with dynamic sizes IREE removes the clone, and two updates of one ``arange``
-of a dynamic length still write one buffer (tried: a clone per user, a barrier).
+With dynamic sizes IREE removed the clone; a barrier before it, its sizes tied back
+(``flow.tensor.tie_shape``), keeps it. Not fixed: an ``arange`` of a dynamic length
+updated in place and also read by a cumulative sum (``iree_linalg_ext.scan``): the sum
+is wrong, with or without the pass (IREE alone too).
 
 Fills of a constant (IREE makes each user its own), constants (never written) and
 anything that reads an input's data are left as they are.
@@ -112,9 +114,17 @@ def run(module: ir.Operation, options: Options) -> None:
 
 
 def _copy(value: ir.Value) -> ir.Value:
-    """``value`` copied (``flow.tensor.clone``), for a scatter or an insert of a slice."""
+    """``value`` copied (``flow.tensor.clone``), for a scatter or an insert of a slice;
+    of dynamic sizes, through a barrier (its sizes tied back: IREE cannot read them
+    through one), else IREE folds the clone away."""
+    dims = dynamic_sizes(value)
+    if dims:
+        hidden = _hidden(value)
+        value = ir.Operation.create(
+            "flow.tensor.tie_shape", results=[value.type], operands=[hidden, *dims]
+        ).result
     return ir.Operation.create(
-        "flow.tensor.clone", results=[value.type], operands=[value, *dynamic_sizes(value)]
+        "flow.tensor.clone", results=[value.type], operands=[value, *dims]
     ).result
 
 

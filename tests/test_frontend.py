@@ -425,6 +425,27 @@ def test_two_in_place_updates_of_one_computed_tensor_match_pytorch(form: str) ->
         assert torch.equal(g, w), form
 
 
+class _TwoUpdatesOfARange(torch.nn.Module):
+    def forward(self, x, rows):
+        table = torch.arange(x.shape[0], dtype=x.dtype)
+        return table.index_put((rows,), x[:2]), table.index_put((rows + 1,), x[2:4] * 3)
+
+
+def test_two_updates_of_an_arange_of_a_dynamic_length_match_pytorch() -> None:
+    """With a dynamic length IREE 3.13 folded the private copy away: the first result
+    took both updates, the second was zeros (fusion-private-destinations' barrier)."""
+    example = (torch.randn(10), torch.tensor([0, 3]))
+    program = torch.export.export(
+        _TwoUpdatesOfARange(),
+        example,
+        dynamic_shapes=({0: torch.export.Dim("n", min=5, max=100)}, None),
+    )
+    run = fc.load(fc.compile(program))
+    fresh = (torch.randn(12), torch.tensor([2, 7]))
+    for got, want in zip(run(*fresh), _TwoUpdatesOfARange()(*fresh), strict=True):
+        assert torch.equal(got, want)
+
+
 @pytest.mark.parametrize(
     "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.bool]
 )
