@@ -29,7 +29,8 @@ _SM_REGISTERS = 64 * 1024
 # program streams them through the largest key blocks three stages deep that fit, and
 # split-KV makes one wave of programs (H100, decode B1-64 over 1K-128K keys, D128 fp16,
 # benchmarks/results/decode_tilings_h100.md: 128x3 against the tuned 64x2, 0.98-1.05x
-# cuDNN's time from 0.98-1.43x; four programs per multiprocessor, or two, were slower)
+# cuDNN's time from 0.98-1.43x; four programs per multiprocessor, or two, were slower;
+# with the per-row combine 0.89-1.01x, decode_bandwidth_h100.md)
 _STREAMING_ROWS = 16
 _STREAMING_BLOCKS = ((128, 3), (64, 3), (32, 3))  # key block, stages
 
