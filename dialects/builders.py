@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from fusion_compiler.dialects import linalg
@@ -43,6 +44,40 @@ def reassociation_attr(groups: list[list[int]]) -> ir.ArrayAttr:
     return ir.ArrayAttr.get(
         [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups]
     )
+
+
+def expand_shape(
+    source: ir.Value, result_type: ir.Type, groups: list[list[int]], sizes: list[ir.Value]
+) -> ir.Value:
+    """``tensor.expand_shape`` of ``source`` into ``result_type`` (``sizes``: its dynamic
+    dims, in order)."""
+    return ir.Operation.create(
+        "tensor.expand_shape",
+        results=[result_type],
+        operands=[source, *sizes],
+        attributes={
+            "reassociation": reassociation_attr(groups),
+            "static_output_shape": ir.DenseI64ArrayAttr.get(
+                list(ir.RankedTensorType(result_type).shape)
+            ),
+        },
+    ).result
+
+
+def static_elements(tensor_type: ir.Type) -> int:
+    """The product of ``tensor_type``'s static dims (its element count where all are)."""
+    shape = ir.RankedTensorType(tensor_type).shape
+    return math.prod(n for n in shape if not ir.ShapedType.is_dynamic_size(n))
+
+
+def collapse_shape(source: ir.Value, result_type: ir.Type, groups: list[list[int]]) -> ir.Value:
+    """``tensor.collapse_shape`` of ``source`` into ``result_type``."""
+    return ir.Operation.create(
+        "tensor.collapse_shape",
+        results=[result_type],
+        operands=[source],
+        attributes={"reassociation": reassociation_attr(groups)},
+    ).result
 
 
 def affine_map(n_dims: int, positions: list[int]) -> ir.AffineMapAttr:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fusion_compiler.dialects import linalg
-from fusion_compiler.dialects.builders import erase_dead, reassociation_attr
+from fusion_compiler.dialects.builders import collapse_shape, erase_dead, expand_shape
 
 from fusion_compiler.ir import dialects, ir
 
@@ -94,23 +94,10 @@ def _regrouped(op: ir.Operation) -> ir.Value | None:
                 for s, n in zip(sizes, result_type.shape, strict=True)
                 if ir.ShapedType.is_dynamic_size(n)
             ]
-            return ir.Operation.create(
-                "tensor.expand_shape",
-                results=[result_type],
-                operands=[source, *dynamic],
-                attributes={
-                    "reassociation": reassociation_attr(groups),
-                    "static_output_shape": ir.DenseI64ArrayAttr.get(list(result_type.shape)),
-                },
-            ).result
+            return expand_shape(source, result_type, groups, dynamic)
         groups = _groups(want, have)
         if groups is not None:
-            return ir.Operation.create(
-                "tensor.collapse_shape",
-                results=[result_type],
-                operands=[source],
-                attributes={"reassociation": reassociation_attr(groups)},
-            ).result
+            return collapse_shape(source, result_type, groups)
     return None
 
 

@@ -21,6 +21,7 @@ cannot take stays (decomposed later in the Vulkan pipeline), with a remark.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from fusion_compiler.dialects import builders, linalg_ext
@@ -130,23 +131,14 @@ def _flat(tensor: ir.Value) -> ir.Value:
         value = dialects.tensor.ExtractOp(tensor, []).result
         return dialects.tensor.FromElementsOp(ir.RankedTensorType.get([1], element), [value]).result
     static = all(not ir.ShapedType.is_dynamic_size(s) for s in tensor_type.shape)
-    count = 1
-    for size in tensor_type.shape:
-        count *= size
-    flat = ir.RankedTensorType.get([count if static else ir.ShapedType.get_dynamic_size()], element)
-    return ir.Operation.create(
-        "tensor.collapse_shape",
-        results=[flat],
-        operands=[tensor],
-        attributes={"reassociation": builders.reassociation_attr([list(range(rank))])},
-    ).result
+    count = math.prod(tensor_type.shape) if static else ir.ShapedType.get_dynamic_size()
+    flat = ir.RankedTensorType.get([count], element)
+    return builders.collapse_shape(tensor, flat, [list(range(rank))])
 
 
 def _spare_output(result_type: ir.Type, spec: VulkanSpec) -> int:
     """1 where the shader stores the output's 16-bit elements as 32-bit words and their
     count may be odd: the last word, half past the buffer, would be out of bounds whole
     and never written; the kernel writes a flat output one element longer instead."""
-    known = 1  # the static factor of the element count
-    for n in ir.RankedTensorType(result_type).shape:
-        known *= 1 if ir.ShapedType.is_dynamic_size(n) else n
+    known = builders.static_elements(result_type)
     return 1 if glsl.output_in_words(spec) and known % 2 else 0

@@ -16,7 +16,12 @@ from fusion_compiler.backends.spec import Kernel, Problem
 from fusion_compiler.backends.triton.spec import TritonSpec
 from fusion_compiler.backends.vulkan.spec import VulkanSpec
 from fusion_compiler.dialects import linalg
-from fusion_compiler.dialects.builders import extract_slice, index, reassociation_attr
+from fusion_compiler.dialects.builders import (
+    expand_shape,
+    extract_slice,
+    index,
+    static_elements,
+)
 from fusion_compiler.ir import dialects, ir
 
 _EXECUTABLE_TARGETS = {
@@ -339,26 +344,18 @@ def build_dispatch(
         programs = grid[0] * grid[1] * grid[2]
         module = module_of(ir.InsertionPoint.current.block.owner)
         add_executable(module, symbol, kernel, n_inputs, grid, rows)
-        if "combine" not in kernels and spare_output:
-            result = _with_spare(
-                plan.result_type,
-                [n_q] if spec.dynamic else [],
-                spare_output,
-                lambda flat_type, flat_dims: dispatch_kernel(
-                    symbol, kernel, workload, arguments, flat_type, flat_dims, marker, programs
-                ),
-            )
-        elif "combine" not in kernels:
-            result = dispatch_kernel(
-                symbol,
-                kernel,
-                workload,
-                arguments,
-                plan.result_type,
-                result_dims,
-                marker,
-                programs,
-            )
+        if "combine" not in kernels:
+
+            def make(result_type: ir.Type, dims: list[ir.Value]) -> ir.Value:
+                return dispatch_kernel(
+                    symbol, kernel, workload, arguments, result_type, dims, marker, programs
+                )
+
+            if spare_output:
+                lengths = [n_q] if spec.dynamic else []
+                result = _with_spare(plan.result_type, lengths, spare_output, make)
+            else:
+                result = make(plan.result_type, result_dims)
         else:  # static n_q: the partial results have a static size
             assert isinstance(spec, TritonSpec)
             partial_type = ir.RankedTensorType.get([spec.partial_elements], ir.F32Type.get())
@@ -378,11 +375,7 @@ def _with_spare(result_type: ir.Type, lengths: list[ir.Value], spare: int, make)
     ``spare`` more elements: its first ones, shaped (every dynamic dim is ``lengths[0]``)."""
     shape = list(ir.RankedTensorType(result_type).shape)
     element = ir.RankedTensorType(result_type).element_type
-    dynamic = ir.ShapedType.get_dynamic_size()
-    known = 1
-    for n in shape:
-        known *= 1 if ir.ShapedType.is_dynamic_size(n) else n
-    count: ir.Value | int = known
+    count: ir.Value | int = static_elements(result_type)
     for n in shape:
         if ir.ShapedType.is_dynamic_size(n):
             count = dialects.arith.MulIOp(index(count), lengths[0]).result
@@ -390,20 +383,12 @@ def _with_spare(result_type: ir.Type, lengths: list[ir.Value], spare: int, make)
         flat = make(ir.RankedTensorType.get([count + spare], element), [])
     else:
         padded = dialects.arith.AddIOp(count, index(spare)).result
-        flat = make(ir.RankedTensorType.get([dynamic], element), [padded])
+        flat = make(ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size()], element), [padded])
     used = extract_slice(flat, [0], [count])
     if len(shape) == 1:
         return used
     sizes = [lengths[0] for n in shape if ir.ShapedType.is_dynamic_size(n)]
-    return ir.Operation.create(
-        "tensor.expand_shape",
-        results=[result_type],
-        operands=[used, *sizes],
-        attributes={
-            "reassociation": reassociation_attr([list(range(len(shape)))]),
-            "static_output_shape": ir.DenseI64ArrayAttr.get(shape),
-        },
-    ).result
+    return expand_shape(used, result_type, [list(range(len(shape)))], sizes)
 
 
 def spec_from_json(text: str) -> Problem:
