@@ -69,3 +69,36 @@ func.func @sort_and_left_alone(%x: tensor<4x8xf32>, %dest: tensor<16xf32>, %u: t
 // CHECK: %[[ZEROS:.+]] = linalg.fill
 // CHECK: iree_linalg_ext.scatter {{.*}} outs(%[[ZEROS]] : tensor<16xf32>)
 // CHECK-NOT: flow.tensor.clone
+
+// -----
+
+// The same at a dynamic length: the copy is made behind a barrier with its size tied
+// back (IREE 3.13 folded a bare clone of a dynamic tensor away).
+#id = affine_map<(d0) -> (d0)>
+func.func @scatters_into_a_dynamic_arange(%n: index, %u: tensor<2xf32>, %i: tensor<2x1xi32>, %j: tensor<2x1xi32>) -> (tensor<?xf32>, tensor<?xf32>) {
+  %e = tensor.empty(%n) : tensor<?xf32>
+  %table = linalg.generic {indexing_maps = [#id], iterator_types = ["parallel"]} outs(%e : tensor<?xf32>) {
+  ^bb0(%out: f32):
+    %k = linalg.index 0 : index
+    %c = arith.index_cast %k : index to i32
+    %f = arith.sitofp %c : i32 to f32
+    linalg.yield %f : f32
+  } -> tensor<?xf32>
+  %a = iree_linalg_ext.scatter dimension_map = [0] unique_indices(true) ins(%u, %i : tensor<2xf32>, tensor<2x1xi32>) outs(%table : tensor<?xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    iree_linalg_ext.yield %x : f32
+  } -> tensor<?xf32>
+  %b = iree_linalg_ext.scatter dimension_map = [0] unique_indices(true) ins(%u, %j : tensor<2xf32>, tensor<2x1xi32>) outs(%table : tensor<?xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    iree_linalg_ext.yield %x : f32
+  } -> tensor<?xf32>
+  return %a, %b : tensor<?xf32>, tensor<?xf32>
+}
+// CHECK-LABEL: func.func @scatters_into_a_dynamic_arange(
+// CHECK: %[[TABLE:.+]] = linalg.generic
+// CHECK: %[[DIM:.+]] = tensor.dim %[[TABLE]]
+// CHECK: %[[HIDDEN:.+]] = util.optimization_barrier %[[TABLE]] : tensor<?xf32>
+// CHECK: %[[TIED:.+]] = flow.tensor.tie_shape %[[HIDDEN]] : tensor<?xf32>{%[[DIM]]}
+// CHECK: %[[COPY:.+]] = flow.tensor.clone %[[TIED]] : tensor<?xf32>{%[[DIM]]}
+// CHECK: iree_linalg_ext.scatter {{.*}} outs(%[[COPY]] : tensor<?xf32>)
+// CHECK: iree_linalg_ext.scatter {{.*}} outs(%[[COPY]] : tensor<?xf32>)
