@@ -17,9 +17,10 @@ the positions of the second sorted twice). Found by trying, each remedy on its o
   keeps its operand: ``decompositions._sort`` leaves IREE only float64 sorts).
 
 With dynamic sizes IREE removed the clone; a barrier before it, its sizes tied back
-(``flow.tensor.tie_shape``), keeps it. Not fixed: an ``arange`` of a dynamic length
-updated in place and also read by a cumulative sum (``iree_linalg_ext.scan``): the sum
-is wrong, with or without the pass (IREE alone too).
+(``flow.tensor.tie_shape``), keeps it. Where the tensor also has readers that do not
+update it (a ``cumsum``, an elementwise op), they read the barrier too: a clone whose
+source had no other user was elided, and the update wrote the buffer they read (an
+``arange`` of a dynamic length updated and summed; a static one updated twice and read).
 
 Fills of a constant (IREE makes each user its own), constants (never written) and
 anything that reads an input's data are left as they are.
@@ -106,30 +107,70 @@ def run(module: ir.Operation, options: Options) -> None:
                 continue  # IREE 3.13 cannot read a barrier's dynamic sizes
             key = (value, op.operation.block, sort)
             barrier = barriers.get(key)
-            if barrier is None:  # before the block's first in-place user (walk order)
-                with ir.InsertionPoint(op), op.location:
-                    barrier = _hidden(value) if sort else _copy(value)
+            if barrier is None:
+                barrier = _private(value, op, sort)
                 barriers[key] = barrier
             op.operands[index] = barrier
 
 
-def _copy(value: ir.Value) -> ir.Value:
-    """``value`` copied (``flow.tensor.clone``), for a scatter or an insert of a slice;
-    of dynamic sizes, through a barrier (its sizes tied back: IREE cannot read them
-    through one), else IREE folds the clone away."""
-    dims = dynamic_sizes(value)
-    if dims:
-        hidden = _hidden(value)
-        value = ir.Operation.create(
-            "flow.tensor.tie_shape", results=[value.type], operands=[hidden, *dims]
-        ).result
+def _private(value: ir.Value, user: ir.Operation, sort: bool) -> ir.Value:
+    """The tensor that ``value``'s in-place users in ``user``'s block update, made right
+    after ``value``'s producer (or at the block's start, the producer outside it)."""
+    block = user.operation.block
+    producer = linalg.producer(value)
+    if producer is not None and producer.block == block:
+        point = ir.InsertionPoint.after(producer)
+    else:
+        point = ir.InsertionPoint.at_block_begin(block)
+    readers = _readers(value, block)
+    with point, user.location:
+        if sort:
+            return _hidden(value)
+        dims = dynamic_sizes(value)
+        if not dims and not readers:
+            return _copy(value, [])
+        # a bare clone of a dynamic tensor was folded away: the copy is made behind a
+        # barrier, its sizes tied back (IREE cannot read them through one); the value's
+        # other readers read the barrier too: where the copy was its only user, IREE
+        # elided the copy and the update wrote the buffer they read (an arange updated
+        # in place and summed by ``cumsum``; two updates and a read of a static one)
+        shared = _hidden(value)
+        if dims:
+            shared = _tied(shared, dims)
+        copy = _copy(shared, dims)
+    for reader, index in readers:
+        reader.operands[index] = shared
+    return copy
+
+
+def _readers(value: ir.Value, block: ir.Block) -> list[tuple[ir.Operation, int]]:
+    """The ops of ``block`` that read ``value``'s elements without updating it in place
+    (op, operand index): not its in-place users, not ``tensor.dim``."""
+    readers = []
+    for use in value.uses:
+        op = use.owner.operation
+        index = use.operand_number
+        if op.block == block and op.name != "tensor.dim" and index not in _destinations(op):
+            readers.append((op, index))
+    return readers
+
+
+def _copy(value: ir.Value, dims: list[ir.Value]) -> ir.Value:
+    """``value`` copied (``flow.tensor.clone``), for a scatter or an insert of a slice."""
     return ir.Operation.create(
         "flow.tensor.clone", results=[value.type], operands=[value, *dims]
     ).result
 
 
+def _tied(value: ir.Value, dims: list[ir.Value]) -> ir.Value:
+    """``value`` with its dynamic sizes ``dims`` (``flow.tensor.tie_shape``)."""
+    return ir.Operation.create(
+        "flow.tensor.tie_shape", results=[value.type], operands=[value, *dims]
+    ).result
+
+
 def _hidden(value: ir.Value) -> ir.Value:
-    """``value`` through a ``util.optimization_barrier``, for a sort."""
+    """``value`` through a ``util.optimization_barrier``."""
     return ir.Operation.create(
         "util.optimization_barrier", results=[value.type], operands=[value]
     ).result

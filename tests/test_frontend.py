@@ -446,6 +446,31 @@ def test_two_updates_of_an_arange_of_a_dynamic_length_match_pytorch() -> None:
         assert torch.equal(got, want)
 
 
+class _UpdatedAndRead(torch.nn.Module):
+    """An arange updated in place by two ``index_put`` and also read: summed, doubled."""
+
+    def forward(self, x, rows):
+        table = torch.arange(x.shape[0], dtype=x.dtype)
+        first = table.index_put((rows,), x[:2])
+        return first, table.index_put((rows + 1,), x[2:4] * 3), table.cumsum(0), table * 2 + x
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_an_updated_arange_read_by_other_ops_matches_pytorch(dynamic: bool) -> None:
+    """IREE 3.13 elided the private copy where the copy was its source's only user, so
+    the updates wrote the buffer the other readers read: the cumsum took the update at
+    a dynamic length, the first result took both updates at a static one
+    (fusion-private-destinations: the readers read the copy's source too)."""
+    example = (torch.randn(10), torch.tensor([0, 3]))
+    shapes = ({0: torch.export.Dim("n", min=5, max=100)}, None) if dynamic else None
+    program = torch.export.export(_UpdatedAndRead(), example, dynamic_shapes=shapes)
+    run = fc.load(fc.compile(program))
+    for n in (12, 40) if dynamic else (10,):
+        fresh = (torch.randn(n), torch.tensor([2, 7]))
+        for got, want in zip(run(*fresh), _UpdatedAndRead()(*fresh), strict=True):
+            assert torch.equal(got, want), n
+
+
 @pytest.mark.parametrize(
     "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.bool]
 )

@@ -102,3 +102,37 @@ func.func @scatters_into_a_dynamic_arange(%n: index, %u: tensor<2xf32>, %i: tens
 // CHECK: %[[COPY:.+]] = flow.tensor.clone %[[TIED]] : tensor<?xf32>{%[[DIM]]}
 // CHECK: iree_linalg_ext.scatter {{.*}} outs(%[[COPY]] : tensor<?xf32>)
 // CHECK: iree_linalg_ext.scatter {{.*}} outs(%[[COPY]] : tensor<?xf32>)
+
+// -----
+
+// A table updated in place and also read by an op that does not update it: the reader
+// reads the barrier the copy is made from (IREE 3.13 elided a copy that was its
+// source's only user, and the update wrote the buffer the reader read).
+#id = affine_map<(d0) -> (d0)>
+func.func @scattered_and_read(%u: tensor<2xf32>, %i: tensor<2x1xi32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  %e = tensor.empty() : tensor<16xf32>
+  %table = linalg.generic {indexing_maps = [#id], iterator_types = ["parallel"]} outs(%e : tensor<16xf32>) {
+  ^bb0(%out: f32):
+    %k = linalg.index 0 : index
+    %c = arith.index_cast %k : index to i32
+    %f = arith.sitofp %c : i32 to f32
+    linalg.yield %f : f32
+  } -> tensor<16xf32>
+  %a = iree_linalg_ext.scatter dimension_map = [0] unique_indices(true) ins(%u, %i : tensor<2xf32>, tensor<2x1xi32>) outs(%table : tensor<16xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    iree_linalg_ext.yield %x : f32
+  } -> tensor<16xf32>
+  %e2 = tensor.empty() : tensor<16xf32>
+  %twice = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%table : tensor<16xf32>) outs(%e2 : tensor<16xf32>) {
+  ^bb0(%x: f32, %out: f32):
+    %d = arith.addf %x, %x : f32
+    linalg.yield %d : f32
+  } -> tensor<16xf32>
+  return %a, %twice : tensor<16xf32>, tensor<16xf32>
+}
+// CHECK-LABEL: func.func @scattered_and_read(
+// CHECK: %[[TABLE:.+]] = linalg.generic
+// CHECK: %[[HIDDEN:.+]] = util.optimization_barrier %[[TABLE]] : tensor<16xf32>
+// CHECK: %[[COPY:.+]] = flow.tensor.clone %[[HIDDEN]] : tensor<16xf32>
+// CHECK: iree_linalg_ext.scatter {{.*}} outs(%[[COPY]] : tensor<16xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[HIDDEN]] : tensor<16xf32>)
