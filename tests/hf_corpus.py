@@ -211,6 +211,24 @@ ARCHS: dict[str, Arch] = {
             attentions=6,
         ),
         Arch("clip_text_model", _decoder(), kind="encoder"),
+        # pools its sequence between blocks (a ceil-mode (2, 1) average pool), then
+        # attends from the pooled queries with relative-shift position terms
+        Arch(
+            "funnel",
+            dict(
+                block_sizes=[1, 1],
+                block_repeats=[1, 1],
+                num_decoder_layers=1,
+                d_model=64,
+                n_head=4,
+                d_head=16,
+                d_inner=128,
+                vocab_size=VOCAB,
+                architectures=["FunnelModel"],
+            ),
+            kind="encoder",
+            attentions=3,
+        ),
         # relative position bias tables indexed by a buffer; shifted windows' masks
         Arch(
             "swin",

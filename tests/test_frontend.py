@@ -91,10 +91,22 @@ FORMS = {
     # Llama 4's router: its top k written into a row of -inf (compared, not indexed)
     "scatter-top-k": lambda: _Fn(_top_k_scores),
     "scatter-number": lambda: _Fn(lambda x: x.scatter(0, x[:2].argsort(0)[:1], 2.0) * x),
+    # Funnel Transformer's sequence pooling: a ceil-mode pool of which one dim pools nothing
+    "ceil-mode-pools": lambda: _Fn(_ceil_mode_pools),
     "integer-power": lambda: _Fn(
         lambda x: (x * 8).to(torch.int32) ** 3 + (x * 4).long() ** 0 + (x * 2).int() ** 2.0
     ),
 }
+
+
+def _ceil_mode_pools(x: torch.Tensor) -> torch.Tensor:
+    """(3, 8) as one image: pools whose last window hangs over the edge (ceil mode)."""
+    image = x[None, None]
+    pool = torch.nn.functional
+    average = pool.avg_pool2d(image, (2, 1), stride=(2, 1), ceil_mode=True)
+    largest, where = pool.max_pool2d(image, (1, 3), (1, 2), ceil_mode=True, return_indices=True)
+    padded = pool.max_pool2d(image, (2, 1), (2, 1), padding=(1, 0), ceil_mode=True)
+    return torch.cat([t.flatten().float() for t in (average, largest, where, padded)])
 
 
 def _top_k_scores(x: torch.Tensor) -> torch.Tensor:
