@@ -194,6 +194,42 @@ def _argsort_stable(x, *, stable, dim=-1, descending=False):
     return _argsort(x, dim, descending)
 
 
+def _kthvalue(x, k, dim=-1, keepdim=False):
+    """``kthvalue`` as the k-th of ``_sort``'s values and indices (IREE 3.13's input
+    pipeline made a top k whose comparator it then refused). Of tied values, PyTorch's
+    index is the one its selection meets: the index may differ, the value not."""
+    if x.dim() == 0 or _SORTING_KEYS[0] or x.dtype not in (*_KEYED, torch.int64):
+        return NotImplemented
+    dim = dim % x.dim()
+    values, indices = (t.narrow(dim, k - 1, 1) for t in _sorted(x, dim, False))
+    return (values, indices) if keepdim else (values.squeeze(dim), indices.squeeze(dim))
+
+
+def _median_dim(x, dim=-1, keepdim=False):
+    """``median`` along a dim: the lower middle value (``_kthvalue``), NaN where the row
+    has one (its first NaN's index), as PyTorch gives."""
+    if x.dim() == 0:
+        return NotImplemented
+    dim = dim % x.dim()
+    found = _kthvalue(x, (x.shape[dim] + 1) // 2, dim, keepdim=True)
+    if found is NotImplemented:
+        return NotImplemented
+    values, indices = found
+    if x.is_floating_point():
+        nan = x.isnan()
+        has_nan = nan.any(dim, keepdim=True)
+        first_nan = nan.to(torch.int32).argmax(dim, keepdim=True)
+        values = torch.where(has_nan, torch.full_like(values, float("nan")), values)
+        indices = torch.where(has_nan, first_nan.to(indices.dtype), indices)
+    return (values, indices) if keepdim else (values.squeeze(dim), indices.squeeze(dim))
+
+
+def _median(x):
+    """``median`` of every element: ``_median_dim`` of the flattened tensor."""
+    found = _median_dim(x.reshape(-1), 0)
+    return found if found is NotImplemented else found[0]
+
+
 def _sorted_by_keys(x, dim, descending):
     """(values, indices) of ``x`` sorted along ``dim`` as PyTorch's stable sort orders
     them: -0 equal to 0, NaN above every number, ties in their first order. Each
@@ -420,6 +456,9 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.sort.stable: _sort_stable,
     aten.argsort.default: _argsort,
     aten.argsort.stable: _argsort_stable,
+    aten.kthvalue.default: _kthvalue,
+    aten.median.dim: _median_dim,
+    aten.median.default: _median,
     aten.scatter.src: _scatter_by_compare,
     aten.scatter.value: _scatter_by_compare,
     aten.__and__.Tensor: _bitwise(torch.bitwise_and),

@@ -93,6 +93,7 @@ FORMS = {
     "scatter-number": lambda: _Fn(lambda x: x.scatter(0, x[:2].argsort(0)[:1], 2.0) * x),
     # Funnel Transformer's sequence pooling: a ceil-mode pool of which one dim pools nothing
     "ceil-mode-pools": lambda: _Fn(_ceil_mode_pools),
+    "median-kthvalue": lambda: _Fn(_medians),
     "integer-power": lambda: _Fn(
         lambda x: (x * 8).to(torch.int32) ** 3 + (x * 4).long() ** 0 + (x * 2).int() ** 2.0
     ),
@@ -107,6 +108,15 @@ def _ceil_mode_pools(x: torch.Tensor) -> torch.Tensor:
     largest, where = pool.max_pool2d(image, (1, 3), (1, 2), ceil_mode=True, return_indices=True)
     padded = pool.max_pool2d(image, (2, 1), (2, 1), padding=(1, 0), ceil_mode=True)
     return torch.cat([t.flatten().float() for t in (average, largest, where, padded)])
+
+
+def _medians(x: torch.Tensor) -> torch.Tensor:
+    """Medians (a row with a NaN: NaN, at its index) and a k-th value, with indices."""
+    with_nan = torch.where(x > 1.2, float("nan"), x)  # the rows with a value above 1.2
+    median, where = torch.median(with_nan, 1)
+    third, at = torch.kthvalue(x, 3, 0, keepdim=True)
+    parts = (median.nan_to_num(-7.0), where, third, at, torch.median(x)[None])
+    return torch.cat([t.flatten().float() for t in parts])
 
 
 def _top_k_scores(x: torch.Tensor) -> torch.Tensor:
