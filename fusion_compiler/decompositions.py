@@ -131,6 +131,25 @@ def _integer_power(x, exponent):
     return result
 
 
+def _number_to_integer_powers(base, exponent):
+    """A number to the powers in an integer tensor (``2 ** positions``): in PyTorch's
+    result type, a float one through the float power; an integer one as products over
+    the exponent's bits (squaring), which wrap as PyTorch's integer power does."""
+    if exponent.dtype.is_floating_point or exponent.dtype == torch.bool:
+        return NotImplemented
+    dtype = torch.result_type(base, exponent)
+    if dtype.is_floating_point:
+        return torch.pow(torch.scalar_tensor(base, dtype=dtype), exponent.to(dtype))
+    powers = exponent.to(dtype)
+    square = torch.full_like(powers, base)
+    result = torch.ones_like(powers)
+    for bit in range(torch.iinfo(exponent.dtype).bits - 1):  # the sign bit: PyTorch refuses
+        if bit:
+            square = square * square
+        result = torch.where((powers >> bit) & 1 == 1, result * square, result)
+    return result
+
+
 # Operators whose torch-dialect lowering in IREE 3.13 is wrong, as PyTorch composes them:
 # meshgrid's lowering builds a list of non-value tensors the input pipeline then refuses
 # ("operand types should have the same type as the list contained type"; BEiT's relative
@@ -450,6 +469,7 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.max_pool2d_with_indices.default: _max_pool2d_with_indices_ceil,
     aten.gelu.default: _gelu_tanh,
     aten.pow.Tensor_Scalar: _integer_power,
+    aten.pow.Scalar: _number_to_integer_powers,
     aten.squeeze.dims: _squeeze_dims,
     aten.topk.default: _topk,
     aten.sort.default: _sort,

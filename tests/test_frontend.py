@@ -94,6 +94,16 @@ FORMS = {
     # Funnel Transformer's sequence pooling: a ceil-mode pool of which one dim pools nothing
     "ceil-mode-pools": lambda: _Fn(_ceil_mode_pools),
     "median-kthvalue": lambda: _Fn(_medians),
+    # a number to integer powers: in int64 and int16 (wrapping), and in float
+    "number-to-integer-powers": lambda: _Fn(
+        lambda x: torch.cat(
+            [
+                (2 ** (x * 4).abs().long()).float(),
+                (7 ** ((x * 4).abs().to(torch.int16) + 40)).float(),
+                2.5 ** (x * 4).abs().int(),
+            ]
+        )
+    ),
     "integer-power": lambda: _Fn(
         lambda x: (x * 8).to(torch.int32) ** 3 + (x * 4).long() ** 0 + (x * 2).int() ** 2.0
     ),
