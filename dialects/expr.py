@@ -435,6 +435,20 @@ def _used(tree: Expr, inputs: list[ir.Value]) -> Tree:
     return Tree(renumber(tree), [inputs[s] for s in sorted(slots)])
 
 
+def _computed_scalar(value: ir.Value) -> float | int | bool | None:
+    """The one element of a tensor of one element computed elementwise from constants
+    alone (``torch.sqrt(torch.tensor(d))`` as a divisor), else None."""
+    if any(n != 1 for n in _shape(value)) or linalg.producer(value) is None:
+        return None
+    try:
+        tree = of_tensor(value, max_depth=8)
+        if tree.inputs:
+            return None
+        return evaluate(tree.expr).item()
+    except Unsupported:
+        return None
+
+
 def of_payload(op: ir.Operation, argument: int, fold_casts: bool = True) -> Tree:
     """What one elementwise generic yields as a function of its input ``argument``
     (``Arg``): its other inputs, values from outside and ops without an expression that
@@ -457,6 +471,8 @@ def of_payload(op: ir.Operation, argument: int, fold_casts: bool = True) -> Tree
             names[arg] = Arg(str(arg.type))
         elif i < n_inputs:
             constant = _splat(op.operands[i])
+            if constant is None:
+                constant = _computed_scalar(op.operands[i])
             names[arg] = const(constant, str(arg.type)) if constant is not None else leaf(arg)
         else:
             names[arg] = output

@@ -38,7 +38,8 @@ FUSABLE_MASKS = [
 class Attention(nn.Module):
     """softmax(scores(q, k)) @ v with the score form chosen by ``scale_on`` and ``mask``.
 
-    scale_on: "scores-mul", "scores-div", "q", "k" or "none".
+    scale_on: "scores-mul", "scores-div", "scores-div-tensor" (by
+      ``torch.sqrt(torch.tensor(head_dim))``, computed in the forward), "q", "k" or "none".
     mask: None, "causal-tril" (bool buffer, masked_fill), "causal-where" (torch.where),
       "causal-additive" (-inf buffer added), "causal-iota" (arange compare in forward),
       "causal-finfo-min" (torch.where with the dtype's lowest value, as transformers),
@@ -75,7 +76,7 @@ class Attention(nn.Module):
         self.sinks = nn.Parameter(torch.randn(heads)) if sink else None
         self.heads, self.kv_heads = heads, kv_heads or heads
         self.scale_on, self.mask, self.gqa, self.upcast = scale_on, mask, gqa, upcast
-        self.scale = 1 / math.sqrt(head_dim)
+        self.scale, self.head_dim = 1 / math.sqrt(head_dim), head_dim
         keep = torch.ones(nq, nk, dtype=torch.bool).tril(diagonal=nk - nq)
         self.window = nk // 3 + 1
         if mask == "sliding-window-finfo-min":
@@ -117,6 +118,8 @@ class Attention(nn.Module):
             s = s * self.scale
         elif self.scale_on == "scores-div":
             s = s / (1 / self.scale)
+        elif self.scale_on == "scores-div-tensor":
+            s = s / torch.sqrt(torch.tensor(self.head_dim, dtype=s.dtype))
         if self.upcast:
             s = s.float()
         s = self._mask(s)

@@ -47,7 +47,9 @@ def _check(
     return module
 
 
-@pytest.mark.parametrize("scale_on", ["scores-mul", "scores-div", "q", "k", "none"])
+@pytest.mark.parametrize(
+    "scale_on", ["scores-mul", "scores-div", "scores-div-tensor", "q", "k", "none"]
+)
 def test_scale_forms(scale_on: str, attention: str) -> None:
     model = Attention(4, 77, 77, 32, scale_on=scale_on)
     _check(model, _inputs(2, 4, 4, 77, 77, 32, torch.float32), fused=1, attention=attention)
