@@ -181,13 +181,19 @@ def _clamp(e: expr.Op) -> Term | None:
     if e.name != "arith.select":
         return None
     cond, x, c = e.operands
-    above = isinstance(cond, expr.Op) and cond.name == "arith.cmpf" and cond.predicate in _ABOVE
-    if not above or tuple(cond.operands) != (x, c):
+    compare = isinstance(cond, expr.Op) and cond.name == "arith.cmpf"
+    if not compare or set(cond.operands) != {x, c}:
         return None
     score, bound, swamps = _term(x), _term(c), SWAMPS.get(e.type)
-    if isinstance(score, Affine) and isinstance(bound, Const) and swamps is not None:
-        return score if bound.value <= swamps else None
-    return None
+    if isinstance(score, Const) and isinstance(bound, Affine):
+        score, bound = bound, score
+    if not (isinstance(score, Affine) and isinstance(bound, Const)):
+        return None
+    above = cond.predicate in _ABOVE and tuple(cond.operands) == (x, c)
+    if above and swamps is not None and bound.value <= swamps:
+        return score
+    # any other clamp of the score to a constant (``clamp``, ``torch.max``, ``min``)
+    return Unsupported(f"the score is clamped at {bound.value:g}")
 
 
 def _term(e: expr.Expr) -> Term:

@@ -119,11 +119,19 @@ def test_unknown_attention_mode() -> None:
         fc.compile("module {}", attention="flash")
 
 
+class _ClampedScores(torch.nn.Module):
+    """Scores clamped before the softmax: not ``scale·s + mask``, left unfused."""
+
+    def forward(self, q, k, v):
+        return (q @ k.transpose(-2, -1)).clamp(-5, 5).softmax(-1) @ v
+
+
 @pytest.mark.parametrize(
     ("model", "reason"),
     [
         (Attention(2, 16, 16, 32, mask="finite-fill"), "masked with the finite value -1e+09"),
         (ScoresReturned(), "is also used by"),
+        (_ClampedScores(), "the score is clamped at -5"),
     ],
 )
 def test_not_fused_and_says_why(model: torch.nn.Module, reason: str) -> None:
