@@ -108,6 +108,20 @@ _SLICED_PROBABILITIES = (
 )
 
 
+def _tensors(values) -> list[ir.Value]:
+    return [v for v in values if isinstance(v.type, ir.RankedTensorType)]
+
+
+def _described(op: ir.Operation) -> str:
+    """``op``'s name, with the ops of its payload for a generic (``arith.select``: a
+    ``masked_fill`` of the probabilities)."""
+    if not linalg.is_generic(op):
+        return op.name
+    body = op.regions[0].blocks[0].operations
+    names = sorted({inner.name for inner in body if inner.name != "linalg.yield"})
+    return f"{op.name} ({', '.join(names)})" if names else op.name
+
+
 def _leads_to_softmax(value: ir.Value, depth: int = 6) -> bool:
     """Whether ``value`` is a softmax's result, through casts and reshapes."""
     op = linalg.producer(value)
@@ -174,6 +188,10 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
         return NearMiss(pv, _SLICED_PROBABILITIES)
     found = softmax.match(op) if op is not None else None
     if not isinstance(found, softmax.Softmax):
+        if op is not None and any(_leads_to_softmax(v) for v in _tensors(op.operands)):
+            return NearMiss(
+                pv, f"the probabilities pass through {_described(op)} between the softmax and P·V"
+            )
         return None
     # Shaped like attention from here on: every refusal says why.
     rank = ir.RankedTensorType(found.input.type).rank

@@ -126,12 +126,23 @@ class _ClampedScores(torch.nn.Module):
         return (q @ k.transpose(-2, -1)).clamp(-5, 5).softmax(-1) @ v
 
 
+class _FilledProbabilities(torch.nn.Module):
+    """Probabilities changed between the softmax and P·V (DeBERTa's older XSoftmax fills
+    its masked keys with 0 again): left unfused."""
+
+    def forward(self, q, k, v):
+        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+        p = (q @ k.transpose(-2, -1)).masked_fill(~keep, float("-inf")).softmax(-1)
+        return p.masked_fill(~keep, 0.0) @ v
+
+
 @pytest.mark.parametrize(
     ("model", "reason"),
     [
         (Attention(2, 16, 16, 32, mask="finite-fill"), "masked with the finite value -1e+09"),
         (ScoresReturned(), "is also used by"),
         (_ClampedScores(), "the score is clamped at -5"),
+        (_FilledProbabilities(), "the probabilities pass through linalg.generic (arith.select)"),
     ],
 )
 def test_not_fused_and_says_why(model: torch.nn.Module, reason: str) -> None:
