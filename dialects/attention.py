@@ -188,7 +188,8 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
         return NearMiss(pv, _SLICED_PROBABILITIES)
     found = softmax.match(op) if op is not None else None
     if not isinstance(found, softmax.Softmax):
-        if op is not None and any(_leads_to_softmax(v) for v in _tensors(op.operands)):
+        changed = op is not None and not op.name.startswith("linalg.batch_matmul")
+        if changed and any(_leads_to_softmax(v) for v in _tensors(op.operands)):
             return NearMiss(
                 pv, f"the probabilities pass through {_described(op)} between the softmax and P·V"
             )

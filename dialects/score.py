@@ -177,7 +177,9 @@ def _clamp(e: expr.Op) -> Term | None:
     (XGLM's ``torch.max(s + mask, finfo.min)``), C at or below the fill that swamps any
     score of the type: x itself where it is a score (above C), the mask that reached it
     clamped to C (a -inf becomes that finite fill), as the mask replayed through it says
-    (``attention._mask``: f(0) = max(mask, C)). None where ``e`` is no such clamp."""
+    (``attention._mask``: f(0) = max(mask, C)), in either operand order. Any other clamp
+    of the score to a constant (``clamp``, ``min``, a max above the fill) is Unsupported;
+    None where ``e`` clamps no score."""
     if e.name != "arith.select":
         return None
     cond, x, c = e.operands

@@ -132,22 +132,34 @@ def _integer_power(x, exponent):
 
 
 def _number_to_integer_powers(base, exponent):
-    """A number to the powers in an integer tensor (``2 ** positions``): in PyTorch's
-    result type, a float one through the float power; an integer one as products over
-    the exponent's bits (squaring), which wrap as PyTorch's integer power does."""
+    """A number to the powers in an integer tensor (``2 ** positions``), in PyTorch's
+    result type: products over the exponent's bits (squaring), which wrap as PyTorch's
+    integer power does; a negative power is the reciprocal in float, and in integers 0
+    but for bases 1 and -1. IREE lowers ``pow`` of floats only, and gave 0 for a float
+    power of a negative base."""
     if exponent.dtype.is_floating_point or exponent.dtype == torch.bool:
         return NotImplemented
     dtype = torch.result_type(base, exponent)
-    if dtype.is_floating_point:
-        return torch.pow(torch.scalar_tensor(base, dtype=dtype), exponent.to(dtype))
-    powers = exponent.to(dtype)
-    square = torch.full_like(powers, base)
-    result = torch.ones_like(powers)
-    for bit in range(torch.iinfo(exponent.dtype).bits - 1):  # the sign bit: PyTorch refuses
+    signed = exponent.dtype.is_signed
+    powers = exponent.to(torch.int64)
+    magnitude = powers.abs() if signed else powers
+    square = torch.full_like(powers, base, dtype=dtype)
+    result = torch.ones_like(square)
+    for bit in range(torch.iinfo(exponent.dtype).bits - signed):
         if bit:
             square = square * square
-        result = torch.where((powers >> bit) & 1 == 1, result * square, result)
-    return result
+        result = torch.where((magnitude >> bit) & 1 == 1, result * square, result)
+    if not signed:
+        return result
+    if dtype.is_floating_point:
+        negative = 1 / result
+    elif base == 1:
+        negative = torch.ones_like(result)
+    elif base == -1:
+        negative = torch.where(powers % 2 == 0, 1, -1).to(dtype)
+    else:
+        negative = torch.zeros_like(result)
+    return torch.where(powers < 0, negative, result)
 
 
 # Operators whose torch-dialect lowering in IREE 3.13 is wrong, as PyTorch composes them:

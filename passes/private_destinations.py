@@ -145,12 +145,19 @@ def _private(value: ir.Value, user: ir.Operation, sort: bool) -> ir.Value:
 
 def _readers(value: ir.Value, block: ir.Block) -> list[tuple[ir.Operation, int]]:
     """The ops of ``block`` that read ``value``'s elements without updating it in place
-    (op, operand index): not its in-place users, not ``tensor.dim``."""
+    (op, operand index): not its in-place users, not ``tensor.dim``, not a barrier."""
+    if any(use.owner.operation.name == "iree_linalg_ext.sort" for use in value.uses):
+        # sorted in place through a barrier of it (``_hidden``): its readers would read
+        # the sorted buffer through theirs (not covered: a float64 sort of a tensor that
+        # is also updated and read)
+        return []
     readers = []
     for use in value.uses:
         op = use.owner.operation
         index = use.operand_number
-        if op.block == block and op.name != "tensor.dim" and index not in _destinations(op):
+        # a barrier: a sort's own (this pass's), which the sort updates in place
+        passive = op.name in ("tensor.dim", "util.optimization_barrier")
+        if op.block == block and not passive and index not in _destinations(op):
             readers.append((op, index))
     return readers
 

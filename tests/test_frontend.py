@@ -94,13 +94,17 @@ FORMS = {
     # Funnel Transformer's sequence pooling: a ceil-mode pool of which one dim pools nothing
     "ceil-mode-pools": lambda: _Fn(_ceil_mode_pools),
     "median-kthvalue": lambda: _Fn(_medians),
-    # a number to integer powers: in int64 and int16 (wrapping), and in float
+    # a number to integer powers, negative ones too: int64, int16 and uint8 (wrapping),
+    # and float (IREE's pow gave 0 for a negative base)
     "number-to-integer-powers": lambda: _Fn(
         lambda x: torch.cat(
             [
-                (2 ** (x * 4).abs().long()).float(),
-                (7 ** ((x * 4).abs().to(torch.int16) + 40)).float(),
-                2.5 ** (x * 4).abs().int(),
+                (3 ** (x * 4).long()).float(),
+                (-1) ** (x * 4).long() * 1.0,
+                (7 ** ((x * 4).to(torch.int16) + 40)).float(),
+                (3 ** (x * 80).abs().to(torch.uint8)).float(),
+                -(2.5 ** (x * 4).int()),
+                (-2.5) ** (x * 4).int(),
             ]
         )
     ),
