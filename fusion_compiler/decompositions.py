@@ -195,6 +195,12 @@ _KEYED = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int16
 _KEYED += (torch.uint8, torch.bool)
 
 
+def _sortable(x) -> bool:
+    """Whether ``x`` is sorted by keys (``_sorted``): not 0-d, not the keys' own sort,
+    of a type the keys hold."""
+    return x.dim() > 0 and not _SORTING_KEYS[0] and x.dtype in (*_KEYED, torch.int64)
+
+
 def _sort(x, dim=-1, descending=False, stable=None):
     """``sort`` as a sort of one int64 key per element (``_sorted_by_keys``). IREE 3.13
     sorts values and their positions together, in place, and its positions start as one
@@ -205,7 +211,7 @@ def _sort(x, dim=-1, descending=False, stable=None):
     int64 takes two such sorts (``_sorted_by_two_keys``); float64 keeps the op (behind
     fusion-private-destinations' barrier where its sizes are static), as does the sort
     of the keys themselves."""
-    if x.dim() == 0 or _SORTING_KEYS[0] or x.dtype not in (*_KEYED, torch.int64):
+    if not _sortable(x):
         return NotImplemented
     return _sorted(x, dim % x.dim(), descending)
 
@@ -216,7 +222,7 @@ def _sort_stable(x, *, stable=None, dim=-1, descending=False):
 
 def _argsort(x, dim=-1, descending=False):
     """``argsort`` as ``_sort``'s indices (types it keeps: the op)."""
-    if x.dim() == 0 or _SORTING_KEYS[0] or x.dtype not in (*_KEYED, torch.int64):
+    if not _sortable(x):
         return NotImplemented
     return _sorted(x, dim % x.dim(), descending)[1]
 
@@ -229,7 +235,7 @@ def _kthvalue(x, k, dim=-1, keepdim=False):
     """``kthvalue`` as the k-th of ``_sort``'s values and indices (IREE 3.13's input
     pipeline made a top k whose comparator it then refused). Of tied values, PyTorch's
     index is the one its selection meets: the index may differ, the value not."""
-    if x.dim() == 0 or _SORTING_KEYS[0] or x.dtype not in (*_KEYED, torch.int64):
+    if not _sortable(x):
         return NotImplemented
     dim = dim % x.dim()
     values, indices = (t.narrow(dim, k - 1, 1) for t in _sorted(x, dim, False))
@@ -385,15 +391,18 @@ def _pair(values) -> tuple[int, int]:
     return (values[0], values[0]) if len(values) == 1 else tuple(values)
 
 
+def _args_of_dim(dim: int, kernel, stride, padding, dilation=(1,)) -> tuple[int, ...]:
+    """A 2-d pool's kernel, stride, padding and dilation along ``dim`` (2 or 3)."""
+    return tuple(_pair(v)[dim - 2] for v in (kernel, stride or kernel, padding, dilation))
+
+
 def _pooled_dim(ceil_mode, x, kernel, stride, padding, dilation=(1,)) -> int | None:
     """The dim (2 or 3) that a ceil-mode 2-d pool pools where the other pools nothing
     (kernel 1, stride 1, no padding); else None."""
     if not ceil_mode or x.dim() != 4:
         return None
-    per_dim = zip(
-        _pair(kernel), _pair(stride or kernel), _pair(padding), _pair(dilation), strict=True
-    )
-    unit = [dim for dim, args in enumerate(per_dim, 2) if args == (1, 1, 0, 1)]
+    args = (kernel, stride, padding, dilation)
+    unit = [dim for dim in (2, 3) if _args_of_dim(dim, *args) == (1, 1, 0, 1)]
     return 5 - unit[0] if len(unit) == 1 else None
 
 
@@ -420,18 +429,18 @@ def _avg_pool2d_ceil(x, kernel_size, stride=(), padding=(0,), ceil_mode=False,
     pooled = _pooled_dim(ceil_mode, x, kernel_size, stride, padding)
     if pooled is None or divisor_override is not None:
         return NotImplemented
-    at = pooled - 2
-    k, s, p = _pair(kernel_size)[at], _pair(stride or kernel_size)[at], _pair(padding)[at]
-    pool = lambda rows: aten.avg_pool1d(rows, [k], [s], [p], True, count_include_pad)  # noqa: E731
+    k, s, p, _ = _args_of_dim(pooled, kernel_size, stride, padding)
+
+    def pool(rows):
+        return aten.avg_pool1d(rows, [k], [s], [p], True, count_include_pad)
+
     return _one_dim_pool(x, pooled, pool)[0]
 
 
 def _max_pool1d_of(kernel_size, stride, padding, dilation, pooled: int, indices: bool):
     """The 1-d max pool, with or without indices, of a 2-d pool's arguments for dim
     ``pooled``."""
-    at = pooled - 2
-    k, s = _pair(kernel_size)[at], _pair(stride or kernel_size)[at]
-    p, d = _pair(padding)[at], _pair(dilation)[at]
+    k, s, p, d = _args_of_dim(pooled, kernel_size, stride, padding, dilation)
     op = aten.max_pool1d_with_indices if indices else aten.max_pool1d
     return lambda rows: op(rows, [k], [s], [p], [d], True)
 
