@@ -108,43 +108,169 @@ def _gelu_tanh(x, approximate="none"):
     return (0.5 * y * (1 + torch.tanh(inner))).to(x.dtype)
 
 
-def _integer_power(x, exponent):
-    """An integer or bool tensor to a constant power: IREE 3.13 lowers ``pow`` of floats
-    only ("unimplemented: non-floating point dtype"). In PyTorch's result type: a float
-    power converts first; an integer power is products (squaring), which wrap as
-    PyTorch's integer power does. Floats, and negative integer powers, keep the op."""
-    if x.dtype.is_floating_point or isinstance(exponent, bool):
+def _power(x, exponent):
+    """A tensor to a constant power (``aten.pow.Tensor_Scalar``), in PyTorch's result type.
+    Integer powers of integer tensors are products (IREE 3.13 lowers ``pow`` of floats
+    only); float powers are computed as PyTorch computes them: its own forms for the
+    exponents it special-cases (products, reciprocals, square roots), else the signed power
+    (``_signed_power``), in f32 for half types, rounded once."""
+    if _keeping_pow:
+        return NotImplemented
+    if isinstance(exponent, bool):
         return NotImplemented
     dtype = torch.result_type(x, exponent)
-    if dtype.is_floating_point:
-        return torch.pow(x.to(dtype), exponent)
-    if not isinstance(exponent, int) or exponent < 0:
+    if not dtype.is_floating_point:
+        if not isinstance(exponent, int) or exponent < 0:
+            return NotImplemented
+        base = x.to(dtype)
+        result, square = torch.ones_like(base), base
+        while exponent:
+            if exponent & 1:
+                result = result * square
+            exponent >>= 1
+            if exponent:
+                square = square * square
+        return result
+    if isinstance(exponent, complex):
         return NotImplemented
-    base = x.to(dtype)
-    result, square = torch.ones_like(base), base
-    while exponent:
-        if exponent & 1:
-            result = result * square
-        exponent >>= 1
-        if exponent:
-            square = square * square
-    return result
+    y = x.to(torch.float32 if dtype in _HALF else dtype)
+    if dtype == torch.float16 and abs(exponent) == 0.5:  # on the CPU PyTorch's is C's pow
+        return _signed_power(y, float(exponent)).to(dtype)
+    return _float_power_of_constant(y, float(exponent)).to(dtype)
 
 
-def _number_to_integer_powers(base, exponent):
-    """A number to the powers in an integer tensor (``2 ** positions``), in PyTorch's
-    result type: products over the exponent's bits (squaring), which wrap as PyTorch's
-    integer power does; a negative power is the reciprocal in float, and in integers 0
-    but for bases 1 and -1. IREE lowers ``pow`` of floats only, and gave 0 for a float
-    power of a negative base."""
-    if exponent.dtype.is_floating_point or exponent.dtype == torch.bool:
+def _float_power_of_constant(x, exponent: float):
+    """PyTorch's forms of a float power for the exponents it special-cases, as its CPU and
+    CUDA kernels write them (``pow_tensor_scalar_optimized``); IREE 3.13's ``x ** -1`` and
+    ``x ** -3`` gave -inf at +0.0."""
+    if exponent == 0:
+        return torch.ones_like(x)
+    if math.isnan(exponent):  # IREE folded pow(x, nan) to 1
+        return torch.where(x == 1, 1.0, x * math.nan)
+    if exponent == 1:
+        return x.clone()
+    if exponent == 2:
+        return x * x
+    if exponent == 3:
+        return x * x * x
+    if exponent == 0.5:
+        return torch.sqrt(x)
+    if exponent == -0.5:
+        return torch.rsqrt(x)
+    if exponent == -1:
+        return torch.reciprocal(x)
+    if exponent == -2:
+        return torch.reciprocal(x * x)
+    return _signed_power(x, exponent)
+
+
+_keeping_pow = False  # set while ``_kept_pow`` traces: its pow stays IREE's op
+
+
+def _kept_pow(x, y):
+    """IREE's ``pow`` (``math.powf``): the decompositions below apply to the ops they trace
+    too, and return NotImplemented for this one."""
+    global _keeping_pow
+    _keeping_pow = True
+    try:
+        return torch.pow(x, y)
+    finally:
+        _keeping_pow = False
+
+
+def _signed_power(x, y):
+    """``x ** y`` of floats with C's ``pow`` rules, which PyTorch follows: a negative base
+    to an integral power is signed, to another power NaN; a zero base to a negative power
+    is infinite; a zero power or a base of one gives 1, even with a NaN. IREE 3.13's
+    ``powf`` gave NaN for every negative base, NaN for ``0 ** 0``, ``1 ** inf`` and
+    ``nan ** 0``, and -inf for ``0 ** -3``; its magnitude is right for a positive base."""
+    magnitude = x.abs()
+    power = _kept_pow(magnitude, y)
+    zero = magnitude == 0
+    power = torch.where(zero & (y > 0), 0.0, power)
+    power = torch.where(zero & (y < 0), math.inf, power)
+    negative = (x < 0) | (zero & (torch.reciprocal(x) < 0))  # -0.0 too
+    finite_negative = (x < 0) & (x > -math.inf)
+    if isinstance(y, torch.Tensor):
+        one = (y == 0) | (x == 1) | ((x == -1) & (y.abs() == math.inf))
+        power = torch.where(one, 1.0, power)
+        integral = y.floor() == y  # inf too
+        odd = integral & ((y * 0.5).floor() != y * 0.5)
+        power = torch.where(negative & odd, -power, power)
+        return torch.where(finite_negative & ~integral, math.nan, power)
+    power = torch.where((x == 1) | ((x == -1) & math.isinf(y)), 1.0, power)
+    if math.isinf(y) or float(y).is_integer():
+        return torch.where(negative, -power, power) if y % 2 == 1 else power
+    return torch.where(finite_negative, math.nan, power)
+
+
+def _tensor_power(x, exponent):
+    """A tensor to the powers in a tensor (``aten.pow.Tensor_Tensor``): products when both
+    are integers, else the signed power (``_signed_power``), in f32 for half types."""
+    if _keeping_pow:
+        return NotImplemented
+    dtype = torch.result_type(x, exponent)
+    if dtype == torch.bool or dtype.is_complex:
+        return NotImplemented
+    if not dtype.is_floating_point:
+        return _integer_powers(x.to(dtype), exponent)
+    compute = torch.float32 if dtype in _HALF else dtype
+    return _signed_power(x.to(compute), exponent.to(compute)).to(dtype)
+
+
+def _number_to_powers(base, exponent):
+    """A number to the powers in a tensor (``2 ** positions``, ``base ** t``), in PyTorch's
+    result type: products for an integer exponent, else the signed power. IREE 3.13 gave 0
+    or garbage for a negative base, and NaN for ``0 ** 0``."""
+    if _keeping_pow:
+        return NotImplemented
+    if exponent.dtype == torch.bool or isinstance(base, (bool, complex)):
         return NotImplemented
     dtype = torch.result_type(base, exponent)
+    if not exponent.dtype.is_floating_point:
+        return _integer_powers(torch.full_like(exponent, base, dtype=dtype), exponent)
+    compute = torch.float32 if dtype in _HALF else dtype
+    return _number_to_float_powers(float(base), exponent.to(compute)).to(dtype)
+
+
+def _number_to_float_powers(base: float, y):
+    """``base ** y`` of a float tensor ``y``, with C's ``pow`` rules (``_signed_power``):
+    IREE's ``powf`` only for a magnitude other than 0, 1 and inf (IREE 3.13's compiler
+    crashed on ``pow`` of a zero splat)."""
+    magnitude = abs(base)
+    if magnitude == 0:
+        power = torch.where(y < 0, math.inf, torch.where(y > 0, 0.0, y.abs() + 1))  # NaN: NaN
+    elif math.isinf(magnitude):
+        power = torch.where(y < 0, 0.0, torch.where(y > 0, math.inf, y.abs() + 1))
+    elif magnitude == 1 or math.isnan(magnitude):
+        power = torch.full_like(y, magnitude)
+    else:
+        power = _kept_pow(torch.full_like(y, magnitude), y)
+    power = torch.where(y == 0, 1.0, power)
+    if base == 1:
+        return power
+    if not (base < 0 or (base == 0 and math.copysign(1, base) < 0)):
+        return power
+    integral = y.floor() == y  # inf too
+    odd = integral & ((y * 0.5).floor() != y * 0.5)
+    power = torch.where(odd, -power, power)
+    if base == -1:
+        power = torch.where(y.abs() == math.inf, 1.0, power)
+    if math.isinf(base) or base == 0:
+        return power
+    return torch.where(integral, power, math.nan)
+
+
+def _integer_powers(base, exponent):
+    """``base ** exponent`` for an integer ``exponent`` tensor, in ``base``'s type: products
+    over the exponent's bits (squaring), which wrap as PyTorch's integer power does; a
+    negative power is the reciprocal in float, and in integers 0 but for bases 1 and -1."""
+    dtype = base.dtype
     signed = exponent.dtype.is_signed
-    powers = exponent.to(torch.int64)
+    powers = exponent.to(torch.int64) + torch.zeros_like(base, dtype=torch.int64)
+    base = base + torch.zeros_like(powers, dtype=dtype)  # both broadcast
     magnitude = powers.abs() if signed else powers
-    square = torch.full_like(powers, base, dtype=dtype)
-    result = torch.ones_like(square)
+    square, result = base, torch.ones_like(base)
     for bit in range(torch.iinfo(exponent.dtype).bits - signed):
         if bit:
             square = square * square
@@ -153,12 +279,10 @@ def _number_to_integer_powers(base, exponent):
         return result
     if dtype.is_floating_point:
         negative = 1 / result
-    elif base == 1:
-        negative = torch.ones_like(result)
-    elif base == -1:
-        negative = torch.where(powers % 2 == 0, 1, -1).to(dtype)
     else:
-        negative = torch.zeros_like(result)
+        negative = torch.where(
+            base == 1, 1, torch.where(base == -1, torch.where(powers % 2 == 0, 1, -1), 0)
+        ).to(dtype)
     return torch.where(powers < 0, negative, result)
 
 
@@ -489,8 +613,9 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.max_pool2d.default: _max_pool2d_ceil,
     aten.max_pool2d_with_indices.default: _max_pool2d_with_indices_ceil,
     aten.gelu.default: _gelu_tanh,
-    aten.pow.Tensor_Scalar: _integer_power,
-    aten.pow.Scalar: _number_to_integer_powers,
+    aten.pow.Tensor_Scalar: _power,
+    aten.pow.Tensor_Tensor: _tensor_power,
+    aten.pow.Scalar: _number_to_powers,
     aten.squeeze.dims: _squeeze_dims,
     aten.topk.default: _topk,
     aten.sort.default: _sort,

@@ -216,6 +216,43 @@ def test_half_sums_and_means_accumulate_in_f32(dtype: torch.dtype) -> None:
         assert rel_error(got, want) < 3 * rel_error(half, want) + 1e-3
 
 
+_SPECIAL = [-2, -1.5, -0.0, 0.0, 1.5, 2, -3, 1, -1, math.inf, -math.inf, math.nan, 0.5, -0.5]
+_POWERS = [2, 3, 1, -1, 0.5, 0, -2, -3, math.inf, -math.inf, math.nan, 2.5, -0.5, 7, -7]
+
+
+class _Powers(torch.nn.Module):
+    """Float powers of every kind: of a tensor, to a tensor's powers, of a number, to
+    PyTorch's special-cased exponents and to others, of integers to a float."""
+
+    def __init__(self, exponents: list[float]):
+        super().__init__()
+        self.exponents = exponents
+
+    def forward(self, x, y):
+        integers = x.nan_to_num(0, 0, 0).clamp(-5, 5).int()
+        powers = [torch.pow(x, y), (-2.0) ** y, 0.0**y, (-math.inf) ** y, 1.5**y, integers**y]
+        powers += [x**e for e in self.exponents]
+        return torch.stack([p.to(x.dtype) for p in powers])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_float_powers_follow_pytorch_at_every_special_value(dtype: torch.dtype) -> None:
+    """C's ``pow`` rules, which PyTorch follows: a negative base to an integral power is
+    signed, to another NaN; 0, 1 and infinite bases; a zero or NaN power. IREE 3.13's pow
+    gave NaN for every negative base, 0 or garbage for ``(-2.0) ** y``, NaN for ``0 ** 0``
+    and ``1 ** inf``, and -inf for ``x ** -1`` at +0.0."""
+    model = _Powers(_POWERS + ([1e9] if dtype == torch.float32 else []))  # fp16 has no 1e9
+    pairs = torch.tensor([(a, b) for a in _SPECIAL for b in _POWERS]).T
+    example = torch.cat([pairs, torch.randn(2, 30)], 1).to(dtype)
+    run = fc.load(fc.compile(model, tuple(example), target="cpu"))
+    fresh = torch.cat([pairs, torch.randn(2, 30) * 3], 1).to(dtype)
+    got, want = run(*fresh), model(*fresh)
+    rtol = 2e-6 if dtype == torch.float32 else 1e-3
+    torch.testing.assert_close(got, want, equal_nan=True, rtol=rtol, atol=0)
+    signed = ~want.isnan()
+    assert torch.equal(got.signbit()[signed], want.signbit()[signed])
+
+
 class _UsesIsFinite(torch.nn.Module):
     def forward(self, x):
         y = (x > 0) & (x < 1)  # decomposed, not reported
