@@ -7,20 +7,20 @@ constants), its dispatch has no operands: copy-on-write gives each in-place user
 the canonicaliser turns each copy into another dispatch of the same computation, and
 CSE merges those as equal, so two updates write one buffer (two ``index_put`` into one
 ``arange``, or two slices written into copies of one: both results wrong; two sorts:
-the positions of the second sorted twice). Found by trying, each remedy on its own ops:
+the positions of the second sorted twice). Found by trying:
 
-- a scatter or an insert of a slice updates a ``flow.tensor.clone`` of the tensor, made
-  once per block for its in-place users (behind a barrier, IREE had made the tensor a
-  constant and wrote into it: a read-only buffer);
-- a sort of static sizes sorts the tensor through a ``util.optimization_barrier`` (a
-  clone was not enough; IREE cannot read a barrier's dynamic sizes, so a dynamic sort
-  keeps its operand: ``decompositions._sort`` leaves IREE only float64 sorts).
-
-With dynamic sizes IREE removed the clone; a barrier before it, its sizes tied back
-(``flow.tensor.tie_shape``), keeps it. Where the tensor also has readers that do not
-update it (a ``cumsum``, an elementwise op), they read the barrier too: a clone whose
-source had no other user was elided, and the update wrote the buffer they read (an
-``arange`` of a dynamic length updated and summed; a static one updated twice and read).
+- an in-place user updates a ``flow.tensor.clone`` of the tensor, made once per block
+  for its in-place users (behind a barrier, IREE had made the tensor a constant and wrote
+  into it: a read-only buffer);
+- a sort's copy, and any copy of a tensor of dynamic sizes, is made behind a
+  ``util.optimization_barrier`` (a bare clone was folded away: the positions of a second
+  sort sorted twice), the sizes tied back (``flow.tensor.tie_shape``: IREE cannot read
+  them through a barrier);
+- where the tensor also has readers that do not update it (a ``cumsum``, an elementwise
+  op), they read the barrier too: a clone whose source had no other user was elided,
+  and the update wrote the buffer they read (an ``arange`` of a dynamic length updated
+  and summed; a static one updated twice and read; a float64 ``arange`` sorted, updated
+  and read).
 
 Fills of a constant (IREE makes each user its own), constants (never written) and
 anything that reads an input's data are left as they are.
@@ -102,18 +102,15 @@ def run(module: ir.Operation, options: Options) -> None:
             value = op.operands[index]
             if not _needs_barrier(value):
                 continue
-            sort = op.name == "iree_linalg_ext.sort"
-            if sort and not ir.RankedTensorType(value.type).has_static_shape:
-                continue  # IREE 3.13 cannot read a barrier's dynamic sizes
-            key = (value, op.operation.block, sort)
+            key = (value, op.operation.block)
             barrier = barriers.get(key)
             if barrier is None:
-                barrier = _private(value, op, sort)
+                barrier = _private(value, op)
                 barriers[key] = barrier
             op.operands[index] = barrier
 
 
-def _private(value: ir.Value, user: ir.Operation, sort: bool) -> ir.Value:
+def _private(value: ir.Value, user: ir.Operation) -> ir.Value:
     """The tensor that ``value``'s in-place users in ``user``'s block update, made right
     after ``value``'s producer (or at the block's start, the producer outside it)."""
     block = user.operation.block
@@ -124,16 +121,16 @@ def _private(value: ir.Value, user: ir.Operation, sort: bool) -> ir.Value:
         point = ir.InsertionPoint.at_block_begin(block)
     readers = _readers(value, block)
     with point, user.location:
-        if sort:
-            return _hidden(value)
         dims = dynamic_sizes(value)
-        if not dims and not readers:
+        sorted_ = any(use.owner.operation.name == "iree_linalg_ext.sort" for use in value.uses)
+        if not dims and not readers and not sorted_:
             return _copy(value, [])
-        # a bare clone of a dynamic tensor was folded away: the copy is made behind a
-        # barrier, its sizes tied back (IREE cannot read them through one); the value's
-        # other readers read the barrier too: where the copy was its only user, IREE
-        # elided the copy and the update wrote the buffer they read (an arange updated
-        # in place and summed by ``cumsum``; two updates and a read of a static one)
+        # a bare clone of a dynamic tensor, or of a sort's, was folded away: the copy is
+        # made behind a barrier, its sizes tied back (IREE cannot read them through one);
+        # the value's other readers read the barrier too: where the copy was its only
+        # user, IREE elided the copy and the update wrote the buffer they read (an arange
+        # updated in place and summed by ``cumsum``; two updates and a read of a static
+        # one; a sort, an update and a read of a float64 one)
         shared = _hidden(value)
         if dims:
             shared = _tied(shared, dims)
@@ -146,11 +143,6 @@ def _private(value: ir.Value, user: ir.Operation, sort: bool) -> ir.Value:
 def _readers(value: ir.Value, block: ir.Block) -> list[tuple[ir.Operation, int]]:
     """The ops of ``block`` that read ``value``'s elements without updating it in place
     (op, operand index): not its in-place users, not ``tensor.dim``, not a barrier."""
-    if any(use.owner.operation.name == "iree_linalg_ext.sort" for use in value.uses):
-        # sorted in place through a barrier of it (``_hidden``): its readers would read
-        # the sorted buffer through theirs (not covered: a float64 sort of a tensor that
-        # is also updated and read)
-        return []
     readers = []
     for use in value.uses:
         op = use.owner.operation

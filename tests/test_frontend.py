@@ -544,6 +544,31 @@ def test_an_updated_arange_read_by_other_ops_matches_pytorch(dynamic: bool) -> N
             assert torch.equal(got, want), n
 
 
+class _SortedUpdatedAndRead(torch.nn.Module):
+    """A float64 arange sorted (IREE's own sort, with positions), updated and read."""
+
+    def forward(self, x, rows):
+        table = torch.arange(x.shape[0]).double()
+        down, where = torch.sort(table, descending=True)
+        by_x = torch.sort(x.double() * table)
+        return down, where, *by_x, table.index_put((rows,), x[:2].double()), table * 2
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_sorted_updated_and_read_arange_matches_pytorch(dynamic: bool) -> None:
+    """IREE 3.13 sorted the arange in place: the update and the reader took the sorted
+    values; at a dynamic length the positions of both sorts were wrong too
+    (fusion-private-destinations: a sort sorts a copy made behind a barrier)."""
+    example = (torch.randn(10), torch.tensor([0, 3]))
+    shapes = ({0: torch.export.Dim("n", min=5, max=100)}, None) if dynamic else None
+    program = torch.export.export(_SortedUpdatedAndRead(), example, dynamic_shapes=shapes)
+    run = fc.load(fc.compile(program))
+    for n in (12, 40) if dynamic else (10,):
+        fresh = (torch.randn(n), torch.tensor([2, 7]))
+        for got, want in zip(run(*fresh), _SortedUpdatedAndRead()(*fresh), strict=True):
+            assert torch.equal(got, want), n
+
+
 @pytest.mark.parametrize(
     "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.bool]
 )

@@ -31,7 +31,7 @@ func.func @scatters_into_an_arange(%u: tensor<2xf32>, %i: tensor<2x1xi32>, %j: t
 
 // -----
 
-// A sort of static sizes sorts its positions' arange through a barrier; a scatter into
+// A sort sorts a copy of its positions' arange, made behind a barrier; a scatter into
 // an input, into a fill and a sort of an input are left as they are.
 #id2 = affine_map<(d0, d1) -> (d0, d1)>
 func.func @sort_and_left_alone(%x: tensor<4x8xf32>, %dest: tensor<16xf32>, %u: tensor<2xf32>, %i: tensor<2x1xi32>) -> (tensor<4x8xi64>, tensor<16xf32>, tensor<16xf32>) {
@@ -64,7 +64,8 @@ func.func @sort_and_left_alone(%x: tensor<4x8xf32>, %dest: tensor<16xf32>, %u: t
 // CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<4x8xf32>, %[[DEST:[a-z0-9]+]]: tensor<16xf32>
 // CHECK: %[[IOTA:.+]] = linalg.generic
 // CHECK: %[[HIDDEN:.+]] = util.optimization_barrier %[[IOTA]] : tensor<4x8xi64>
-// CHECK: iree_linalg_ext.sort dimension(1) outs(%[[X]], %[[HIDDEN]] :
+// CHECK: %[[COPY:.+]] = flow.tensor.clone %[[HIDDEN]] : tensor<4x8xi64>
+// CHECK: iree_linalg_ext.sort dimension(1) outs(%[[X]], %[[COPY]] :
 // CHECK: iree_linalg_ext.scatter {{.*}} outs(%[[DEST]] : tensor<16xf32>)
 // CHECK: %[[ZEROS:.+]] = linalg.fill
 // CHECK: iree_linalg_ext.scatter {{.*}} outs(%[[ZEROS]] : tensor<16xf32>)
