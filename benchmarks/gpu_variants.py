@@ -30,7 +30,16 @@ MASKS = [None, *FUSABLE_MASKS]
 VARIANTS: dict[str, tuple[dict, tuple[int, ...]]] = {
     **{
         f"scale_{s}": (dict(heads=4, nq=77, nk=77, head_dim=64, scale_on=s), (2, 4, 4, 77, 77, 64))
-        for s in ("scores-mul", "scores-div", "q", "k", "none")
+        for s in (
+            "scores-mul",
+            "scores-div",
+            "q",
+            "k",
+            "none",
+            "scores-per-head",
+            "scores-div-per-head",
+            "scores-div-q-norm",
+        )
     },
     **{
         f"mask_{m or 'none'}_cross": (

@@ -10,6 +10,12 @@ The shape the torch front end gives ``softmax(f(Q @ Kᵀ)) @ V``::
 and the replacement, ``iree_linalg_ext.attention(Q3, Kt3, V3, slope, f(0))``, reads
 K through its transposed copy with the map ``(b, m, n, k1, k2) -> (b, k1, k2)``.
 
+A score multiplied or divided by a tensor that does not vary along the keys (Swin-v2's
+learned logit scale per head, a temperature per head, a factor per query row) is that
+factor applied to Q's rows: ``(t·q)·k = t·(q·k)``. It is folded into Q (``RowFactor``)
+where it comes before any mask or softcap, only casts and one reshape of the scores
+before it.
+
 An attention with a sink (GPT-OSS) appends one learned logit per row to the scores and
 drops its column from the probabilities::
 
@@ -24,11 +30,13 @@ accumulator / sum.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 
-from fusion_compiler.dialects import linalg, score, softmax
+from fusion_compiler.dialects import expr, linalg, score, softmax
 from fusion_compiler.dialects.builders import (
     affine_map,
+    collapse_shape,
     empty,
     filled,
     generic,
@@ -51,6 +59,18 @@ from fusion_compiler.ir import dialects, ir
 _RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
 
 
+@dataclass(frozen=True)
+class RowFactor:
+    """A score op that multiplies (or divides) the score by its input ``operand``, which
+    does not vary along the keys: folded into Q."""
+
+    op: ir.Operation
+    operand: int
+    score_input: int
+    divides: bool
+    position: int = 0  # in the score ops: how many come before it
+
+
 @dataclass
 class Attention:
     """A matched attention: its matmuls, the score ops between, and what they add up to."""
@@ -62,6 +82,7 @@ class Attention:
     score: score.Affine  # what the score ops do: slope·g(s) + mask
     ops: list[ir.Operation] = field(default_factory=list)  # everything the fused op replaces
     sink: ir.Value | None = None  # the logit appended to each row (..., M, 1), if any
+    row_factor: RowFactor | None = None  # a factor per query row, folded into Q
 
 
 @dataclass(frozen=True)
@@ -210,6 +231,8 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
         replaced += sink_ops
 
     score_ops, score_inputs, total = [], [], score.Affine(1.0, False)
+    row_factor, before_factor = None, score.Affine(1.0, False)  # the ops before it
+    factor_at = 0  # how many score ops come after it
     while True:
         op = linalg.producer(value)
         if op is None:
@@ -227,12 +250,20 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
         index = _score_input(op)
         if index is None:
             return NearMiss(pv, f"cannot tell which operand of {op.name} carries the scores")
-        term = score.evaluate(op, index)
-        if isinstance(term, score.Affine):
-            term = score.compose(total, term)  # walking backwards: ``op`` comes first
+        own = score.evaluate(op, index)
+        if isinstance(own, score.Unsupported) and row_factor is None:
+            row_factor = _row_factor(op, index)
+            if row_factor is not None:  # not a score op: Q's
+                factor_at = len(score_ops)
+                replaced.append(op)
+                value = op.operands[index]
+                continue
+        term = score.compose(total, own) if isinstance(own, score.Affine) else own
         if not isinstance(term, score.Affine):
             reason = term.reason if isinstance(term, score.Unsupported) else "not a score op"
             return NearMiss(pv, reason)
+        if row_factor is not None:
+            before_factor = score.compose(before_factor, own)
         total = term
         score_ops.append(op)
         score_inputs.append(index)
@@ -267,7 +298,14 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
         return NearMiss(pv, "the key dim is split before the softmax: it is over part of the keys")
     if sink is not None and not _sink_fits(sink, qk, expands):
         return NearMiss(pv, "the sink logits are not one per (batch, query row) of the scores")
-    return Attention(qk, pv, score_ops, score_inputs, total, replaced, sink)
+    if row_factor is not None:
+        before = score_ops[: len(score_ops) - factor_at]
+        if before_factor.offset or before_factor.tanh_of is not None:
+            return NearMiss(pv, "the score is multiplied by a tensor after a mask or softcap")
+        if any(o.name == "tensor.collapse_shape" for o in before):
+            return NearMiss(pv, "the score is multiplied by a tensor after two reshapes")
+        row_factor = replace(row_factor, position=len(before))
+    return Attention(qk, pv, score_ops, score_inputs, total, replaced, sink, row_factor)
 
 
 def _sink(value: ir.Value, rank: int) -> tuple[ir.Value, ir.Value, list] | str:
@@ -361,6 +399,77 @@ def _splits_keys(expand: ir.Operation) -> bool:
     return any(shape[d] != 1 for d in leading)
 
 
+def _uncast(e: expr.Expr) -> expr.Expr:
+    while isinstance(e, expr.Op) and e.name in ("arith.extf", "arith.truncf"):
+        e = e.operands[0]
+    return e
+
+
+def _row_factor(op: ir.Operation, score_input: int) -> RowFactor | None:
+    """``op`` as a RowFactor: an elementwise generic over the scores (its output map the
+    identity) whose payload is ``s·t``, ``t·s`` or ``s/t`` (casts aside) of its other
+    input ``t``, read through a map that does not use the key dim (the last)."""
+    if linalg.num_inputs(op) != 2:
+        return None
+    maps = linalg.indexing_maps(op)
+    rank = maps[-1].n_dims
+    if maps[-1] != ir.AffineMap.get_identity(rank, context=op.context):
+        return None
+    e = _uncast(expr.of_payload(op, score_input, fold_casts=False).expr)
+    if not isinstance(e, expr.Op) or e.name not in ("arith.mulf", "arith.divf"):
+        return None
+    a, b = (_uncast(o) for o in e.operands)
+    if e.name == "arith.mulf" and isinstance(b, expr.Arg):
+        a, b = b, a
+    if not (isinstance(a, expr.Arg) and isinstance(b, expr.Load)):
+        return None
+    operand = 1 - score_input
+    if any(re.search(rf"\bd{rank - 1}\b", str(r)) for r in maps[operand].results):
+        return None  # varies along the keys
+    return RowFactor(op, operand, score_input, e.name == "arith.divf")
+
+
+def _scaled_query(found: Attention) -> ir.Value:
+    """Q3 (B', M, K1) times (or over) the row factor: the factor, read per row of the
+    scores it multiplied (the key dim dropped), in f32, collapsed to (B', M) where the
+    scores were expanded before it; Q's rows scaled in f32 and rounded to Q's type."""
+    factor = found.row_factor
+    op = factor.op
+    maps = linalg.indexing_maps(op)
+    rank = maps[-1].n_dims
+    f32 = ir.F32Type.get()
+    scores = op.operands[factor.score_input]
+    row_dims = list(range(rank - 1))
+    per_row = ir.AffineMap.get(rank - 1, 0, list(maps[factor.operand].results), op.context)
+    rows = generic(
+        [op.operands[factor.operand]],
+        empty([(scores, d) for d in row_dims], f32),
+        [ir.AffineMapAttr.get(per_row), affine_map(rank - 1, row_dims)],
+        ["parallel"] * (rank - 1),
+        lambda t, _: to_f32(t),
+    )
+    q = found.qk.operands[0]
+    q_type = ir.RankedTensorType(q.type)
+    if rank != 3:  # the scores were expanded (B', M, N) -> (..., M, N): collapse back
+        expand = next(o for o in found.score_ops if o.name == "tensor.expand_shape")
+        groups = [[ir.IntegerAttr(d).value for d in g] for g in expand.attributes["reassociation"]]
+        rows = collapse_shape(rows, ir.RankedTensorType.get(q_type.shape[:2], f32), groups[:-1])
+
+    def scaled(q_value: ir.Value, t: ir.Value, _: ir.Value) -> ir.Value:
+        apply = dialects.arith.DivFOp if factor.divides else dialects.arith.MulFOp
+        value = apply(to_f32(q_value), t).result
+        element = q_type.element_type
+        return value if element == f32 else dialects.arith.TruncFOp(element, value).result
+
+    return generic(
+        [q, rows],
+        empty([(q, d) for d in range(3)], q_type.element_type),
+        [affine_map(3, [0, 1, 2]), affine_map(3, [0, 1]), affine_map(3, [0, 1, 2])],
+        ["parallel"] * 3,
+        scaled,
+    )
+
+
 def _mask(found: Attention) -> ir.Value:
     """``f(0)``: the score ops replayed on zeros, collapsed back to the (B, M, K2) space.
 
@@ -375,7 +484,11 @@ def _mask(found: Attention) -> ir.Value:
     ops = list(zip(found.score_ops, found.score_inputs, strict=True))
     while ops and _is_upcast(ops[-1][0]):
         ops.pop()
-    for op, index in ops:
+    factor = found.row_factor
+    for position, (op, index) in enumerate(ops):
+        if factor is not None and position == factor.position:
+            # Q's factor: the score ops before it are not offset, so their f(0) is 0
+            value = zeros(factor.op.results[0])
         clone = op.clone()
         clone.operands[index] = value
         value = clone.results[0]
@@ -383,6 +496,8 @@ def _mask(found: Attention) -> ir.Value:
             collapse_to = op.attributes["reassociation"]
         elif op.name == "tensor.collapse_shape":  # the expand undone (``_undone``)
             collapse_to = None
+    if factor is not None and factor.position >= len(ops):  # nothing after it but casts
+        value = zeros(factor.op.results[0])
     if collapse_to is not None:
         source = ir.RankedTensorType(value.type)
         qk_type = ir.RankedTensorType(found.qk.results[0].type)
@@ -419,6 +534,8 @@ def build(found: Attention) -> ir.Value:
     term = found.score
     scale_value = term.slope if term.tanh_of is None else term.tanh_of
     with ir.InsertionPoint(found.pv), found.pv.location:
+        if found.row_factor is not None:
+            q = _scaled_query(found)
         scale = dialects.arith.ConstantOp(ir.F32Type.get(), scale_value).result
         operands = [q, k_transposed, v, scale]
         if term.offset:

@@ -39,7 +39,11 @@ class Attention(nn.Module):
     """softmax(scores(q, k)) @ v with the score form chosen by ``scale_on`` and ``mask``.
 
     scale_on: "scores-mul", "scores-div", "scores-div-tensor" (by
-      ``torch.sqrt(torch.tensor(head_dim))``, computed in the forward), "q", "k" or "none".
+      ``torch.sqrt(torch.tensor(head_dim))``, computed in the forward), "q", "k", "none",
+      "scores-per-head" (Swin-v2's cosine attention: normalised q and k, the scores times
+      a learned logit scale per head, ``clamp(max=log(100)).exp()``), "scores-div-per-head"
+      (a learned temperature per head) or "scores-div-q-norm" (each query row's scores
+      divided by that query's norm).
     mask: None, "causal-tril" (bool buffer, masked_fill), "causal-where" (torch.where),
       "causal-additive" (-inf buffer added), "causal-iota" (arange compare in forward),
       "causal-finfo-min" (torch.where with the dtype's lowest value, as transformers),
@@ -74,6 +78,10 @@ class Attention(nn.Module):
     ):
         super().__init__()
         self.sinks = nn.Parameter(torch.randn(heads)) if sink else None
+        if scale_on == "scores-per-head":
+            self.logit_scale = nn.Parameter(torch.log(10 * torch.rand(heads, 1, 1) + 1))
+        elif scale_on == "scores-div-per-head":
+            self.temperature = nn.Parameter(torch.rand(1, heads, 1, 1) + 0.5)
         self.heads, self.kv_heads = heads, kv_heads or heads
         self.scale_on, self.mask, self.gqa, self.upcast = scale_on, mask, gqa, upcast
         self.scale, self.head_dim = 1 / math.sqrt(head_dim), head_dim
@@ -113,8 +121,16 @@ class Attention(nn.Module):
             q = q * self.scale
         elif self.scale_on == "k":
             k = k * self.scale
+        if self.scale_on == "scores-per-head":
+            q, k = nn.functional.normalize(q, dim=-1), nn.functional.normalize(k, dim=-1)
         s = q @ k.transpose(-2, -1)
-        if self.scale_on == "scores-mul":
+        if self.scale_on == "scores-per-head":
+            s = s * torch.clamp(self.logit_scale, max=math.log(100)).exp()
+        elif self.scale_on == "scores-div-per-head":
+            s = s / self.temperature
+        elif self.scale_on == "scores-div-q-norm":
+            s = s / q.norm(dim=-1, keepdim=True)
+        elif self.scale_on == "scores-mul":
             s = s * self.scale
         elif self.scale_on == "scores-div":
             s = s / (1 / self.scale)

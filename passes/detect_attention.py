@@ -1,7 +1,8 @@
 """fusion-detect-attention: fuses softmax(f(Q·Kᵀ))·V written as separate ops into one attention op.
 
 ``f`` is any chain of score ops that is affine in the score: scales (mul or div by a
-constant, on the scores), additive masks and biases, ``where``/``masked_fill`` with
+constant, on the scores; by a tensor that does not vary along the keys, folded into Q),
+additive masks and biases, ``where``/``masked_fill`` with
 -inf (buffers or iota/compare), and casts; optionally with a softcap (``cap·tanh(s/cap)``)
 before the masks. It becomes the attention's ``scale``, its score region (the softcap)
 and its additive ``mask = f(0)``. Anything else shaped like attention is left alone with
@@ -58,6 +59,8 @@ def run(module: ir.Operation, options: Options) -> None:
             location = pv.location
             fuse_attention(found)
             sink = ", with a sink" if found.sink is not None else ""
+            if found.row_factor is not None:
+                sink += ", a factor per query row folded into Q"
             remarks.emit(location, f"fused attention ({describe(found.score)}{sink})")
         elif isinstance(found, attention.NearMiss):
             remarks.emit(found.op.location, f"attention not fused: {found.reason}")

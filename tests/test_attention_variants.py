@@ -48,7 +48,18 @@ def _check(
 
 
 @pytest.mark.parametrize(
-    "scale_on", ["scores-mul", "scores-div", "scores-div-tensor", "q", "k", "none"]
+    "scale_on",
+    [
+        "scores-mul",
+        "scores-div",
+        "scores-div-tensor",
+        "q",
+        "k",
+        "none",
+        "scores-per-head",
+        "scores-div-per-head",
+        "scores-div-q-norm",
+    ],
 )
 def test_scale_forms(scale_on: str, attention: str) -> None:
     model = Attention(4, 77, 77, 32, scale_on=scale_on)

@@ -68,6 +68,13 @@ CASES = {
         (1, 2, 2, 70, 70, 64),
         torch.bfloat16,
     ),
+    # Swin-v2's cosine attention: a logit scale per head, folded into Q (f32: IREE's own
+    # f16 code for a target without 16-bit storage is wrong under llvmpipe, targets.md)
+    "scale_per_head_f32": (
+        dict(scale_on="scores-per-head", mask="causal-iota"),
+        (1, 2, 2, 70, 70, 64),
+        torch.float32,
+    ),
 }
 
 
