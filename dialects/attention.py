@@ -69,6 +69,7 @@ class RowFactor:
     score_input: int
     divides: bool
     position: int = 0  # in the score ops: how many come before it
+    expand: ir.Operation | None = None  # the scores' view where it reads them, if any
 
 
 @dataclass
@@ -290,9 +291,8 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
             f"the scores {scores_shape} reach P·V reshaped as {probs_shape}: their rows are "
             "not the query rows of one (batch, query) pair",
         )
-    expands = [o for o in score_ops if o.name == "tensor.expand_shape"]
-    collapses = [o for o in score_ops if o.name == "tensor.collapse_shape"]
-    if len(expands) > 1 or len(collapses) > len(expands) or not _undone(expands, collapses, qk):
+    expands = _kept_expands([o for o in score_ops if o.name in _RESHAPES])
+    if expands is None or len(expands) > 1:
         return NearMiss(pv, "the scores are reshaped more than once")
     if expands and _splits_keys(expands[0]):
         return NearMiss(pv, "the key dim is split before the softmax: it is over part of the keys")
@@ -302,9 +302,11 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
         before = score_ops[: len(score_ops) - factor_at]
         if before_factor.offset or before_factor.tanh_of is not None:
             return NearMiss(pv, "the score is multiplied by a tensor after a mask or softcap")
-        if any(o.name == "tensor.collapse_shape" for o in before):
-            return NearMiss(pv, "the score is multiplied by a tensor after two reshapes")
-        row_factor = replace(row_factor, position=len(before))
+        expanded = _kept_expands([o for o in before if o.name in _RESHAPES])
+        if expanded is None or len(expanded) > 1:
+            return NearMiss(pv, "the score is multiplied by a tensor in a view of two reshapes")
+        expand = expanded[0] if expanded else None
+        row_factor = replace(row_factor, position=len(before), expand=expand)
     return Attention(qk, pv, score_ops, score_inputs, total, replaced, sink, row_factor)
 
 
@@ -377,17 +379,26 @@ def _sink_rows(found: Attention) -> ir.Value:
     )
 
 
-def _undone(expands: list, collapses: list, qk: ir.Operation) -> bool:
-    """Whether a collapse of the scores, if any, undoes their one expand: (B·H, M, N)
-    viewed as (B, H, M, N) to add a mask, then back (the bmm form of BART's and XGLM's
-    attention)."""
-    if not collapses:
-        return True
-    ((expand,), (collapse,)) = expands, collapses
-    return (
-        collapse.results[0].type == qk.results[0].type
-        and collapse.attributes["reassociation"] == expand.attributes["reassociation"]
-    )
+def _kept_expands(reshapes: list[ir.Operation]) -> list[ir.Operation] | None:
+    """The expands among ``reshapes`` (of the scores, in order) that no later collapse
+    undoes, or None where a collapse undoes none: each collapse must take the scores back
+    to the source of the last expand not yet undone, with its reassociation. (B·H, M, N)
+    viewed as (B, H, M, N) to add a mask and back is the bmm form of BART's and XGLM's
+    attention; a second view inside the first, and back, Swin's window mask."""
+    kept: list[ir.Operation] = []
+    for op in reshapes:
+        if op.name == "tensor.expand_shape":
+            kept.append(op)
+            continue
+        if not kept:
+            return None
+        expand = kept.pop()
+        if (
+            op.results[0].type != expand.operands[0].type
+            or op.attributes["reassociation"] != expand.attributes["reassociation"]
+        ):
+            return None
+    return kept
 
 
 def _splits_keys(expand: ir.Operation) -> bool:
@@ -450,9 +461,8 @@ def _scaled_query(found: Attention) -> ir.Value:
     )
     q = found.qk.operands[0]
     q_type = ir.RankedTensorType(q.type)
-    if rank != 3:  # the scores were expanded (B', M, N) -> (..., M, N): collapse back
-        expand = next(o for o in found.score_ops if o.name == "tensor.expand_shape")
-        groups = [[ir.IntegerAttr(d).value for d in g] for g in expand.attributes["reassociation"]]
+    if factor.expand is not None:  # the scores were viewed (B', M, N) -> (..., M, N)
+        groups = linalg.reassociation(factor.expand)
         rows = collapse_shape(rows, ir.RankedTensorType.get(q_type.shape[:2], f32), groups[:-1])
 
     def scaled(q_value: ir.Value, t: ir.Value, _: ir.Value) -> ir.Value:
@@ -480,7 +490,7 @@ def _mask(found: Attention) -> ir.Value:
     lowest value swamps the score (``finfo(f16).min``: PyTorch's sum is the fill).
     """
     value = zeros(found.qk.results[0])
-    collapse_to = None
+    opened: list[ir.Attribute] = []  # the reassociations of the expands not undone
     ops = list(zip(found.score_ops, found.score_inputs, strict=True))
     while ops and _is_upcast(ops[-1][0]):
         ops.pop()
@@ -493,12 +503,13 @@ def _mask(found: Attention) -> ir.Value:
         clone.operands[index] = value
         value = clone.results[0]
         if op.name == "tensor.expand_shape":
-            collapse_to = op.attributes["reassociation"]
-        elif op.name == "tensor.collapse_shape":  # the expand undone (``_undone``)
-            collapse_to = None
+            opened.append(op.attributes["reassociation"])
+        elif op.name == "tensor.collapse_shape":  # the last expand undone
+            opened.pop()
     if factor is not None and factor.position >= len(ops):  # nothing after it but casts
         value = zeros(factor.op.results[0])
-    if collapse_to is not None:
+    if opened:  # one expand left (``_kept_expands``)
+        (collapse_to,) = opened
         source = ir.RankedTensorType(value.type)
         qk_type = ir.RankedTensorType(found.qk.results[0].type)
         result = ir.RankedTensorType.get(qk_type.shape, source.element_type)

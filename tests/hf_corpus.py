@@ -244,6 +244,22 @@ ARCHS: dict[str, Arch] = {
             kind="vision",
             attentions=4,
         ),
+        # cosine attention: a learned logit scale per head (folded into Q), a bias from
+        # a small MLP over log-spaced coordinates; shifted windows' masks
+        Arch(
+            "swinv2",
+            dict(
+                image_size=32,
+                patch_size=4,
+                embed_dim=32,
+                depths=[2, 2],
+                num_heads=[2, 4],
+                window_size=4,
+                num_channels=3,
+            ),
+            kind="vision",
+            attentions=4,
+        ),
         # the bias table resized (bilinear) to the window and indexed in the forward
         Arch(
             "beit",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from conftest import rel_error
@@ -147,10 +149,50 @@ class _FilledProbabilities(torch.nn.Module):
         return p.masked_fill(~keep, 0.0) @ v
 
 
+class _FactorAfterTheMask(torch.nn.Module):
+    """A temperature per head applied after a -inf mask: not folded into Q (-inf·t)."""
+
+    def __init__(self):
+        super().__init__()
+        self.temperature = torch.nn.Parameter(torch.rand(1, 2, 1, 1) + 0.5)
+
+    def forward(self, q, k, v):
+        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+        s = (q @ k.transpose(-2, -1)).masked_fill(~keep, float("-inf"))
+        return (s * self.temperature).softmax(-1) @ v
+
+
+class _WindowMask(torch.nn.Module):
+    """Swin's shifted windows: (B·nW, H, N, N) scores times a logit scale per head (Swin-v2),
+    plus a bias, viewed as (B, nW, H, N, N) to add each window's mask, and viewed back."""
+
+    def __init__(self, windows: int, heads: int, n: int):
+        super().__init__()
+        self.logit_scale = torch.nn.Parameter(torch.log(10 * torch.rand(heads, 1, 1) + 1))
+        self.bias = torch.nn.Parameter(torch.randn(heads, n, n))
+        groups = torch.randint(0, 3, (windows, n))  # the regions a shifted window joins
+        apart = groups[:, :, None] != groups[:, None, :]
+        self.register_buffer("mask", torch.zeros(windows, n, n).masked_fill(apart, -100.0))
+
+    def forward(self, q, k, v):
+        s = torch.nn.functional.normalize(q, dim=-1) @ torch.nn.functional.normalize(k, dim=-1).mT
+        s = s * torch.clamp(self.logit_scale, max=math.log(100)).exp() + self.bias
+        windows, heads, n = self.mask.shape[0], s.shape[1], s.shape[-1]
+        s = s.view(-1, windows, heads, n, n) + self.mask[None, :, None]
+        return s.view(-1, heads, n, n).softmax(-1) @ v
+
+
+def test_a_window_mask_added_through_a_view_of_the_scores(attention: str) -> None:
+    """A second view of the scores inside the first and back (Swin's shifted windows)
+    is one view: fused, its mask replayed through both."""
+    _check(_WindowMask(4, 2, 16), _inputs(8, 2, 2, 16, 16, 32, torch.float32), 1, attention)
+
+
 @pytest.mark.parametrize(
     ("model", "reason"),
     [
         (Attention(2, 16, 16, 32, mask="finite-fill"), "masked with the finite value -1e+09"),
+        (_FactorAfterTheMask(), "multiplied by a tensor after a mask or softcap"),
         (ScoresReturned(), "is also used by"),
         (_ClampedScores(), "the score is clamped at -5"),
         (_FilledProbabilities(), "the probabilities pass through linalg.generic (arith.select)"),

@@ -22,7 +22,7 @@ import hf_corpus  # noqa: E402  (needs transformers)
 pytestmark = pytest.mark.slow
 
 # transformers has no SDPA path for these: they always run their eager attention.
-EAGER_ONLY = {"gemma2", "bloom", "xglm", "gpt_oss", "funnel"}
+EAGER_ONLY = {"gemma2", "bloom", "xglm", "gpt_oss", "funnel", "swinv2"}
 # Every architecture builds its masks with transformers' masking_utils and runs SDPA
 # through its shared sdpa_attention_forward; their eager attentions are copies of one
 # function. Each run compiles every architecture once, in one of its two spellings
