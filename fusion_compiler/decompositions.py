@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from torch._decomp import get_decompositions
 
@@ -108,15 +109,31 @@ def _gelu_tanh(x, approximate="none"):
     return (0.5 * y * (1 + torch.tanh(inner))).to(x.dtype)
 
 
+def _is_number(value) -> bool:
+    """A plain Python int or float: not a bool, not a size known only at run time (a
+    SymInt or SymFloat: taking its value would fix it to the example's)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _rounded(value: float, dtype: torch.dtype) -> float:
+    """``value`` rounded to fp16 or bf16 (to nearest, ties to even), as a Python float."""
+    if dtype == torch.float16:
+        with np.errstate(over="ignore"):  # inf, as PyTorch's cast
+            return float(np.float16(value))
+    bits = int(np.array(value, np.float32).view(np.uint32))
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
+    return float(np.array(bits, np.uint32).view(np.float32))
+
+
 def _power(x, exponent):
     """A tensor to a constant power (``aten.pow.Tensor_Scalar``), in PyTorch's result type.
     Integer powers of integer tensors are products (IREE 3.13 lowers ``pow`` of floats
     only); float powers are computed as PyTorch computes them: its own forms for the
     exponents it special-cases (products, reciprocals, square roots), else the signed power
-    (``_signed_power``), in f32 for half types, rounded once."""
-    if _keeping_pow:
-        return NotImplemented
-    if isinstance(exponent, bool):
+    (``_signed_power``); in a half type the exponent rounded to it first, as PyTorch's
+    kernels take it, and the power computed in f32 and rounded once (PyTorch's bf16
+    kernel rounds ``x * x`` before it multiplies again: ``x ** 3`` differs by an ulp)."""
+    if _keeping_pow or not _is_number(exponent):
         return NotImplemented
     dtype = torch.result_type(x, exponent)
     if not dtype.is_floating_point:
@@ -131,12 +148,29 @@ def _power(x, exponent):
             if exponent:
                 square = square * square
         return result
-    if isinstance(exponent, complex):
-        return NotImplemented
+    if dtype in _HALF:
+        exponent = _rounded(exponent, dtype)
     y = x.to(torch.float32 if dtype in _HALF else dtype)
     if dtype == torch.float16 and abs(exponent) == 0.5:  # on the CPU PyTorch's is C's pow
         return _signed_power(y, float(exponent)).to(dtype)
     return _float_power_of_constant(y, float(exponent)).to(dtype)
+
+
+def _float_power(x, exponent):
+    """``torch.float_power``: the power in float64 (complex aside), as ``pow`` is here."""
+    if isinstance(x, torch.Tensor) and x.dtype.is_complex:
+        return NotImplemented
+    if isinstance(exponent, torch.Tensor) and exponent.dtype.is_complex:
+        return NotImplemented
+    values = []
+    for value in (x, exponent):
+        if isinstance(value, torch.Tensor):
+            values.append(value.to(torch.float64))
+        elif _is_number(value):
+            values.append(float(value))
+        else:
+            return NotImplemented
+    return torch.pow(*values)
 
 
 def _float_power_of_constant(x, exponent: float):
@@ -185,14 +219,20 @@ def _signed_power(x, y):
     ``powf`` gave NaN for every negative base, NaN for ``0 ** 0``, ``1 ** inf`` and
     ``nan ** 0``, and -inf for ``0 ** -3``; its magnitude is right for a positive base."""
     magnitude = x.abs()
-    power = _kept_pow(magnitude, y)
+    if isinstance(y, float) and y < 0 and y.is_integer():
+        # (1/x)**n: IREE 3.13's ``x ** -n`` (math.fpowi) gave -inf where x**n underflows
+        # to 0, and x**n may be a subnormal the CPU flushes to 0 where 1/x**n is finite
+        power = _kept_pow(torch.reciprocal(magnitude), -y)
+    else:
+        power = _kept_pow(magnitude, y)
     zero = magnitude == 0
     power = torch.where(zero & (y > 0), 0.0, power)
     power = torch.where(zero & (y < 0), math.inf, power)
     negative = (x < 0) | (zero & (torch.reciprocal(x) < 0))  # -0.0 too
-    finite_negative = (x < 0) & (x > -math.inf)
+    inf = torch.full((), math.inf, dtype=x.dtype)  # compared in x's type, not in f64
+    finite_negative = (x < 0) & (x > -inf)
     if isinstance(y, torch.Tensor):
-        one = (y == 0) | (x == 1) | ((x == -1) & (y.abs() == math.inf))
+        one = (y == 0) | (x == 1) | ((x == -1) & (y.abs() == inf))
         power = torch.where(one, 1.0, power)
         integral = y.floor() == y  # inf too
         odd = integral & ((y * 0.5).floor() != y * 0.5)
@@ -212,8 +252,11 @@ def _tensor_power(x, exponent):
     dtype = torch.result_type(x, exponent)
     if dtype == torch.bool or dtype.is_complex:
         return NotImplemented
+    # both in the result type first, as PyTorch's kernels take them (an int64 exponent
+    # of a uint8 base wraps, an f32 one of an f16 base rounds)
+    x, exponent = x.to(dtype), exponent.to(dtype)
     if not dtype.is_floating_point:
-        return _integer_powers(x.to(dtype), exponent)
+        return _integer_powers(x, exponent)
     compute = torch.float32 if dtype in _HALF else dtype
     return _signed_power(x.to(compute), exponent.to(compute)).to(dtype)
 
@@ -222,13 +265,13 @@ def _number_to_powers(base, exponent):
     """A number to the powers in a tensor (``2 ** positions``, ``base ** t``), in PyTorch's
     result type: products for an integer exponent, else the signed power. IREE 3.13 gave 0
     or garbage for a negative base, and NaN for ``0 ** 0``."""
-    if _keeping_pow:
-        return NotImplemented
-    if exponent.dtype == torch.bool or isinstance(base, (bool, complex)):
+    if _keeping_pow or exponent.dtype == torch.bool or not _is_number(base):
         return NotImplemented
     dtype = torch.result_type(base, exponent)
     if not exponent.dtype.is_floating_point:
         return _integer_powers(torch.full_like(exponent, base, dtype=dtype), exponent)
+    if dtype in _HALF:  # the base rounded to the type first, as PyTorch's kernel takes it
+        base = _rounded(base, dtype)
     compute = torch.float32 if dtype in _HALF else dtype
     return _number_to_float_powers(float(base), exponent.to(compute)).to(dtype)
 
@@ -255,7 +298,7 @@ def _number_to_float_powers(base: float, y):
     odd = integral & ((y * 0.5).floor() != y * 0.5)
     power = torch.where(odd, -power, power)
     if base == -1:
-        power = torch.where(y.abs() == math.inf, 1.0, power)
+        power = torch.where(y.abs() == torch.full((), math.inf, dtype=y.dtype), 1.0, power)
     if math.isinf(base) or base == 0:
         return power
     return torch.where(integral, power, math.nan)
@@ -616,6 +659,9 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.pow.Tensor_Scalar: _power,
     aten.pow.Tensor_Tensor: _tensor_power,
     aten.pow.Scalar: _number_to_powers,
+    aten.float_power.Tensor_Tensor: _float_power,
+    aten.float_power.Tensor_Scalar: _float_power,
+    aten.float_power.Scalar: _float_power,
     aten.squeeze.dims: _squeeze_dims,
     aten.topk.default: _topk,
     aten.sort.default: _sort,

@@ -108,6 +108,13 @@ FORMS = {
             ]
         )
     ),
+    # the exponent in the result type first, as PyTorch: uint8 ** -1 is uint8 ** 255
+    "integer-tensor-powers": lambda: _Fn(
+        lambda x: (
+            ((x * 4).abs().to(torch.uint8) ** torch.tensor(-1)).float()
+            + ((x * 3).to(torch.int8) ** (x > 0)).float()
+        )
+    ),
     "integer-power": lambda: _Fn(
         lambda x: (x * 8).to(torch.int32) ** 3 + (x * 4).long() ** 0 + (x * 2).int() ** 2.0
     ),
@@ -231,6 +238,9 @@ class _Powers(torch.nn.Module):
     def forward(self, x, y):
         integers = x.nan_to_num(0, 0, 0).clamp(-5, 5).int()
         powers = [torch.pow(x, y), (-2.0) ** y, 0.0**y, (-math.inf) ** y, 1.5**y, integers**y]
+        powers += [torch.float_power(x, y), torch.float_power(x, 3), x ** (y[:1] * 0 + 2.2)]
+        if x.dtype == torch.float32:  # x ** -3 finite where x ** 3 is a subnormal
+            powers += [(x * 1e-13) ** -3, (x * 1e-13) ** -4]  # (IREE's gave -inf)
         powers += [x**e for e in self.exponents]
         return torch.stack([p.to(x.dtype) for p in powers])
 
@@ -251,6 +261,23 @@ def test_float_powers_follow_pytorch_at_every_special_value(dtype: torch.dtype) 
     torch.testing.assert_close(got, want, equal_nan=True, rtol=rtol, atol=0)
     signed = ~want.isnan()
     assert torch.equal(got.signbit()[signed], want.signbit()[signed])
+
+
+class _PowerOfTheLength(torch.nn.Module):
+    def forward(self, x):
+        return x ** x.shape[0]
+
+
+def test_a_power_of_a_dynamic_length_is_taken_at_each_length() -> None:
+    """The exponent read from a dynamic size stays the size (taking its value would
+    have fixed it to the example's length)."""
+    x = torch.rand(5) + 0.5
+    dims = ({0: torch.export.Dim("n", min=2, max=16)},)
+    program = torch.export.export(_PowerOfTheLength(), (x,), dynamic_shapes=dims)
+    run = fc.load(fc.compile(program))
+    for n in (3, 7):
+        fresh = torch.rand(n) + 0.5
+        assert rel_error(run(fresh), fresh**n) < 1e-6, n
 
 
 class _UsesIsFinite(torch.nn.Module):
