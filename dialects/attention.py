@@ -156,6 +156,22 @@ def _leads_to_softmax(value: ir.Value, depth: int = 6) -> bool:
     return False
 
 
+def _after_attention_softmax(value: ir.Value, depth: int = 4) -> bool:
+    """Whether ``value`` is computed elementwise (``depth`` generics at most: a masked fill,
+    ``nan_to_num``'s selects) from a softmax of scores that come from a matmul."""
+    op = linalg.producer(value)
+    if op is None or depth == 0:
+        return False
+    found = softmax.match(op)
+    if isinstance(found, softmax.Softmax):
+        return _leads_to_matmul(found.input)
+    if op.name in (*_RESHAPES, "tensor.reshape"):
+        return _after_attention_softmax(op.operands[0], depth - 1)
+    if not linalg.is_generic(op) or linalg.reduction_dims(op) or len(op.results) != 1:
+        return False
+    return any(_after_attention_softmax(v, depth - 1) for v in linalg.inputs(op))
+
+
 def _leads_to_matmul(value: ir.Value, depth: int = 12) -> bool:
     """Whether ``value`` comes from a batch_matmul through reshapes and elementwise ops."""
     op = linalg.producer(value)
@@ -211,7 +227,7 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
     found = softmax.match(op) if op is not None else None
     if not isinstance(found, softmax.Softmax):
         changed = op is not None and not op.name.startswith("linalg.batch_matmul")
-        if changed and any(_leads_to_softmax(v) for v in _tensors(op.operands)):
+        if changed and any(_after_attention_softmax(v) for v in _tensors(op.operands)):
             return NearMiss(
                 pv, f"the probabilities pass through {_described(op)} between the softmax and P·V"
             )

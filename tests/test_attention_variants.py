@@ -149,6 +149,15 @@ class _FilledProbabilities(torch.nn.Module):
         return p.masked_fill(~keep, 0.0) @ v
 
 
+class _NanToNumProbabilities(torch.nn.Module):
+    """``nan_to_num`` after the softmax (three selects): left unfused, with the remark."""
+
+    def forward(self, q, k, v):
+        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+        p = (q @ k.transpose(-2, -1)).masked_fill(~keep, float("-inf")).softmax(-1)
+        return torch.nan_to_num(p) @ v
+
+
 class _FactorAfterTheMask(torch.nn.Module):
     """A temperature per head applied after a -inf mask: not folded into Q (-inf·t)."""
 
@@ -196,6 +205,7 @@ def test_a_window_mask_added_through_a_view_of_the_scores(attention: str) -> Non
         (ScoresReturned(), "is also used by"),
         (_ClampedScores(), "the score is clamped at -5"),
         (_FilledProbabilities(), "the probabilities pass through linalg.generic (arith.select)"),
+        (_NanToNumProbabilities(), "the probabilities pass through linalg.generic (arith.select)"),
     ],
 )
 def test_not_fused_and_says_why(model: torch.nn.Module, reason: str) -> None:
