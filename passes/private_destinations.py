@@ -12,10 +12,12 @@ the positions of the second sorted twice). Found by trying:
 - an in-place user updates a ``flow.tensor.clone`` of the tensor, made once per block
   for its in-place users (behind a barrier, IREE had made the tensor a constant and wrote
   into it: a read-only buffer);
-- a sort's copy, and any copy of a tensor of dynamic sizes, is made behind a
-  ``util.optimization_barrier`` (a bare clone was folded away: the positions of a second
-  sort sorted twice), the sizes tied back (``flow.tensor.tie_shape``: IREE cannot read
-  them through a barrier);
+- the copy is made behind a ``util.optimization_barrier`` (a bare clone was folded
+  away: the positions of a second sort sorted twice; an ``index_put`` and a slice written
+  into one arange: both results wrong; the arange of a dynamic length), the sizes tied
+  back (``flow.tensor.tie_shape``: IREE cannot read them through a barrier); but where
+  only slices are written into a static tensor no other op reads, a bare clone (behind
+  a barrier, two slices written into copies of one arange wrote one copy);
 - where the tensor also has readers that do not update it (a ``cumsum``, an elementwise
   op), they read the barrier too: a clone whose source had no other user was elided,
   and the update wrote the buffer they read (an ``arange`` of a dynamic length updated
@@ -122,10 +124,15 @@ def _private(value: ir.Value, user: ir.Operation) -> ir.Value:
     readers = _readers(value, block)
     with point, user.location:
         dims = dynamic_sizes(value)
-        sorted_ = any(use.owner.operation.name == "iree_linalg_ext.sort" for use in value.uses)
-        if not dims and not readers and not sorted_:
-            return _copy(value, [])
-        # a bare clone of a dynamic tensor, or of a sort's, was folded away: the copy is
+        slices_only = all(
+            u.owner.operation.name == "tensor.insert_slice"
+            for u in value.uses
+            if u.operand_number in _destinations(u.owner.operation)
+        )
+        if not dims and not readers and slices_only:
+            return _copy(value, [])  # behind a barrier, two slices written wrote one copy
+        # a bare clone was folded away (of a dynamic tensor; of a sort's; of one that a
+        # scatter and an insert of a slice both update: both results wrong): the copy is
         # made behind a barrier, its sizes tied back (IREE cannot read them through one);
         # the value's other readers read the barrier too: where the copy was its only
         # user, IREE elided the copy and the update wrote the buffer they read (an arange

@@ -505,11 +505,15 @@ class _TwoUpdates(torch.nn.Module):
             a[2:4] = x[rows]
             b[5:9] = x[4:8]
             return a, b
+        if self.form == "index_put_and_slice":  # a scatter and an insert: one bare clone
+            b = table.clone()
+            b[5:9] = x[4:8]
+            return table.index_put((rows,), x[:2]), b
         # float64 values fit no int64 key: IREE's own sort, positions and all
         return torch.sort(x.double(), dim=1)[1], torch.sort(x.double()[rows.repeat(8)], dim=1)[1]
 
 
-@pytest.mark.parametrize("form", ["index_put", "slices", "sort_f64"])
+@pytest.mark.parametrize("form", ["index_put", "slices", "index_put_and_slice", "sort_f64"])
 def test_two_in_place_updates_of_one_computed_tensor_match_pytorch(form: str) -> None:
     """IREE 3.13 copies a tensor computed from no input for each in-place update by
     computing it again, then merges the two computations as equal: both updates wrote

@@ -1,7 +1,8 @@
 // RUN: fusion-opt %s --split-input-file \
 // RUN:   --pass-pipeline='builtin.module(fusion-private-destinations)' | FileCheck %s
 
-// Two scatters into one table computed from no input: both update one clone of it.
+// Two scatters into one table computed from no input: both update one clone of it,
+// made behind a barrier.
 #id = affine_map<(d0) -> (d0)>
 func.func @scatters_into_an_arange(%u: tensor<2xf32>, %i: tensor<2x1xi32>, %j: tensor<2x1xi32>) -> (tensor<16xf32>, tensor<16xf32>) {
   %e = tensor.empty() : tensor<16xf32>
@@ -24,7 +25,8 @@ func.func @scatters_into_an_arange(%u: tensor<2xf32>, %i: tensor<2x1xi32>, %j: t
 }
 // CHECK-LABEL: func.func @scatters_into_an_arange(
 // CHECK: %[[TABLE:.+]] = linalg.generic
-// CHECK: %[[COPY:.+]] = flow.tensor.clone %[[TABLE]] : tensor<16xf32>
+// CHECK: %[[HIDDEN:.+]] = util.optimization_barrier %[[TABLE]] : tensor<16xf32>
+// CHECK: %[[COPY:.+]] = flow.tensor.clone %[[HIDDEN]] : tensor<16xf32>
 // CHECK: iree_linalg_ext.scatter {{.*}} outs(%[[COPY]] : tensor<16xf32>)
 // CHECK-NOT: flow.tensor.clone
 // CHECK: iree_linalg_ext.scatter {{.*}} outs(%[[COPY]] : tensor<16xf32>)
