@@ -398,7 +398,7 @@ def _sink_rows(found: Attention) -> ir.Value:
 def _kept_expands(reshapes: list[ir.Operation]) -> list[ir.Operation] | None:
     """The expands among ``reshapes`` (of the scores, in order) that no later collapse
     undoes, or None where a collapse undoes none: each collapse must take the scores back
-    to the source of the last expand not yet undone, with its reassociation. (B·H, M, N)
+    to the shape of the last expand's source not yet undone, with its reassociation. (B·H, M, N)
     viewed as (B, H, M, N) to add a mask and back is the bmm form of BART's and XGLM's
     attention; a second view inside the first, and back, Swin's window mask."""
     kept: list[ir.Operation] = []
@@ -409,8 +409,9 @@ def _kept_expands(reshapes: list[ir.Operation]) -> list[ir.Operation] | None:
         if not kept:
             return None
         expand = kept.pop()
+        back = ir.RankedTensorType(op.results[0].type).shape  # casts may come between
         if (
-            op.results[0].type != expand.operands[0].type
+            back != ir.RankedTensorType(expand.operands[0].type).shape
             or op.attributes["reassociation"] != expand.attributes["reassociation"]
         ):
             return None
