@@ -226,7 +226,9 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
         return NearMiss(pv, _SLICED_PROBABILITIES)
     found = softmax.match(op) if op is not None else None
     if not isinstance(found, softmax.Softmax):
+        # not a product's or a reduction's input (a router's weights summed over experts)
         changed = op is not None and not op.name.startswith("linalg.batch_matmul")
+        changed = changed and not (linalg.is_generic(op) and linalg.reduction_dims(op))
         if changed and any(_after_attention_softmax(v) for v in _tensors(op.operands)):
             return NearMiss(
                 pv, f"the probabilities pass through {_described(op)} between the softmax and P·V"
@@ -312,6 +314,9 @@ def match(pv: ir.Operation) -> Attention | NearMiss | None:
         return NearMiss(pv, "the scores are reshaped more than once")
     if expands and _splits_keys(expands[0]):
         return NearMiss(pv, "the key dim is split before the softmax: it is over part of the keys")
+    viewed = [o for o in score_ops if o.name == "tensor.expand_shape"]
+    if any(_splits_keys(o) for o in viewed):  # and back: the lowerings' masks take one view
+        return NearMiss(pv, "the scores are viewed with the key dim split")
     if sink is not None and not _sink_fits(sink, qk, expands):
         return NearMiss(pv, "the sink logits are not one per (batch, query row) of the scores")
     if row_factor is not None:
@@ -379,7 +384,7 @@ def _sink_rows(found: Attention) -> ir.Value:
     element = ir.RankedTensorType(sink.type).element_type
     groups = [[d] for d in range(len(shape))]
     if shape[:-1] != rows:  # in the space of the scores' expand: its batch dims merged
-        (expand,) = [o for o in found.score_ops if o.name == "tensor.expand_shape"]
+        (expand,) = _kept_expands([o for o in found.score_ops if o.name in _RESHAPES]) or []
         groups = linalg.reassociation(expand)
     groups = [*groups[:-2], groups[-2] + groups[-1]]  # the row's dims take the unit key dim
     collapsed = dialects.tensor.CollapseShapeOp(

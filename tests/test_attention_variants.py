@@ -191,10 +191,43 @@ class _WindowMask(torch.nn.Module):
         return s.view(-1, heads, n, n).softmax(-1) @ v
 
 
+class _WindowMaskThenSink(torch.nn.Module):
+    """The window mask added through a view of the scores, then a sink per head (the
+    sink's rows are read through the one view left)."""
+
+    def __init__(self, windows: int, heads: int, n: int):
+        super().__init__()
+        self.sinks = torch.nn.Parameter(torch.randn(heads))
+        self.register_buffer("mask", torch.randn(windows, n, n))
+
+    def forward(self, q, k, v):
+        windows, heads, n = self.mask.shape[0], q.shape[1], q.shape[-2]
+        s = (q @ k.mT * 0.25).view(-1, windows, heads, n, n) + self.mask[None, :, None]
+        sinks = self.sinks.reshape(1, -1, 1, 1).expand(q.shape[0], -1, n, -1)
+        logits = torch.cat([s.view(-1, heads, n, n), sinks], dim=-1)
+        return torch.softmax(logits, dim=-1)[..., :-1] @ v
+
+
+class _KeysSplitInAView(torch.nn.Module):
+    """The scores viewed with the key dim split to add a mask, and back: left unfused
+    (the lowerings take a mask of one view)."""
+
+    def __init__(self, m: int, n: int):
+        super().__init__()
+        self.register_buffer("mask", torch.randn(m, 2, n // 2))
+
+    def forward(self, q, k, v):
+        b, h, m, n = q.shape[0], q.shape[1], q.shape[-2], k.shape[-2]
+        s = (q @ k.mT * 0.5).view(b, h, m, 2, n // 2) + self.mask
+        return s.view(b, h, m, n).softmax(-1) @ v
+
+
 def test_a_window_mask_added_through_a_view_of_the_scores(attention: str) -> None:
     """A second view of the scores inside the first and back (Swin's shifted windows)
     is one view: fused, its mask replayed through both."""
     _check(_WindowMask(4, 2, 16), _inputs(8, 2, 2, 16, 16, 32, torch.float32), 1, attention)
+    example = _inputs(8, 2, 2, 16, 16, 32, torch.float32)
+    _check(_WindowMaskThenSink(4, 2, 16), example, 1, attention)
 
 
 @pytest.mark.parametrize(
@@ -202,6 +235,7 @@ def test_a_window_mask_added_through_a_view_of_the_scores(attention: str) -> Non
     [
         (Attention(2, 16, 16, 32, mask="finite-fill"), "masked with the finite value -1e+09"),
         (_FactorAfterTheMask(), "multiplied by a tensor after a mask or softcap"),
+        (_KeysSplitInAView(16, 16), "the scores are viewed with the key dim split"),
         (ScoresReturned(), "is also used by"),
         (_ClampedScores(), "the score is clamped at -5"),
         (_FilledProbabilities(), "the probabilities pass through linalg.generic (arith.select)"),
