@@ -58,6 +58,7 @@ ARCHS = {  # architecture -> attention implementation (sdpa where transformers h
     "vit": "sdpa",
     "clip_text_model": "sdpa",
     "swin": "sdpa",
+    "swinv2": "eager",  # no SDPA path in transformers
     "beit": "sdpa",
 }
 
@@ -78,6 +79,7 @@ def _sized(name: str) -> dict:
         ),
         # 16x16 patches in windows of 8 (shifted by 4), then 8x8 in one window; heads of 32
         "swin": dict(embed_dim=128, num_heads=[4, 8], window_size=8),
+        "swinv2": dict(embed_dim=128, num_heads=[4, 8], window_size=8),
     }
     if name in aliases:
         config.update(aliases[name])
