@@ -21,7 +21,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
-from variants import FUSABLE_MASKS, Attention, PaddingMaskAttention  # noqa: E402
+from variants import FUSABLE_MASKS, SCALE_FORMS, Attention, PaddingMaskAttention  # noqa: E402
 
 import fusion_compiler as fc  # noqa: E402
 
@@ -30,16 +30,7 @@ MASKS = [None, *FUSABLE_MASKS]
 VARIANTS: dict[str, tuple[dict, tuple[int, ...]]] = {
     **{
         f"scale_{s}": (dict(heads=4, nq=77, nk=77, head_dim=64, scale_on=s), (2, 4, 4, 77, 77, 64))
-        for s in (
-            "scores-mul",
-            "scores-div",
-            "q",
-            "k",
-            "none",
-            "scores-per-head",
-            "scores-div-per-head",
-            "scores-div-q-norm",
-        )
+        for s in SCALE_FORMS
     },
     **{
         f"mask_{m or 'none'}_cross": (

@@ -30,7 +30,6 @@ accumulator / sum.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 
 from fusion_compiler.dialects import expr, linalg, score, softmax
@@ -457,7 +456,9 @@ def _row_factor(op: ir.Operation, score_input: int) -> RowFactor | None:
     if not (isinstance(a, expr.Arg) and isinstance(b, expr.Load)):
         return None
     operand = 1 - score_input
-    if any(re.search(rf"\bd{rank - 1}\b", str(r)) for r in maps[operand].results):
+    keys = ir.AffineExpr.get_dim(rank - 1, op.context)
+    at_key_zero = maps[operand].replace(keys, ir.AffineExpr.get_constant(0, op.context), rank, 0)
+    if at_key_zero != maps[operand]:
         return None  # varies along the keys
     return RowFactor(op, operand, score_input, e.name == "arith.divf")
 

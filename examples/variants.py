@@ -18,6 +18,19 @@ def _repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
     return x[:, :, None, :, :].expand(b, h, groups, n, d).reshape(b, h * groups, n, d)
 
 
+# The ``scale_on`` values of Attention (every one fused).
+SCALE_FORMS = [
+    "scores-mul",
+    "scores-div",
+    "scores-div-tensor",
+    "q",
+    "k",
+    "none",
+    "scores-per-head",
+    "scores-div-per-head",
+    "scores-div-q-norm",
+]
+
 # The ``mask`` values of Attention that fusion-detect-attention fuses.
 FUSABLE_MASKS = [
     "causal-tril",

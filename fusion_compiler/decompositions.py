@@ -115,6 +115,16 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _computed_in(dtype: torch.dtype) -> torch.dtype:
+    """The type a power of ``dtype`` is computed in: f32 for half types, as PyTorch's."""
+    return torch.float32 if dtype in _HALF else dtype
+
+
+def _inf(dtype: torch.dtype) -> torch.Tensor:
+    """inf as a 0-d tensor: compared in ``dtype`` (a Python inf is compared in f64)."""
+    return torch.full((), math.inf, dtype=dtype)
+
+
 def _rounded(value: float, dtype: torch.dtype) -> float:
     """``value`` rounded to fp16 or bf16 (to nearest, ties to even), as a Python float."""
     if dtype == torch.float16:
@@ -150,7 +160,7 @@ def _power(x, exponent):
         return result
     if dtype in _HALF:
         exponent = _rounded(exponent, dtype)
-    y = x.to(torch.float32 if dtype in _HALF else dtype)
+    y = x.to(_computed_in(dtype))
     if dtype == torch.float16 and abs(exponent) == 0.5:  # on the CPU PyTorch's is C's pow
         return _signed_power(y, float(exponent)).to(dtype)
     return _float_power_of_constant(y, float(exponent)).to(dtype)
@@ -229,7 +239,7 @@ def _signed_power(x, y):
     power = torch.where(zero & (y > 0), 0.0, power)
     power = torch.where(zero & (y < 0), math.inf, power)
     negative = (x < 0) | (zero & (torch.reciprocal(x) < 0))  # -0.0 too
-    inf = torch.full((), math.inf, dtype=x.dtype)  # compared in x's type, not in f64
+    inf = _inf(x.dtype)
     finite_negative = (x < 0) & (x > -inf)
     if isinstance(y, torch.Tensor):
         one = (y == 0) | (x == 1) | ((x == -1) & (y.abs() == inf))
@@ -257,7 +267,7 @@ def _tensor_power(x, exponent):
     x, exponent = x.to(dtype), exponent.to(dtype)
     if not dtype.is_floating_point:
         return _integer_powers(x, exponent)
-    compute = torch.float32 if dtype in _HALF else dtype
+    compute = _computed_in(dtype)
     return _signed_power(x.to(compute), exponent.to(compute)).to(dtype)
 
 
@@ -272,7 +282,7 @@ def _number_to_powers(base, exponent):
         return _integer_powers(torch.full_like(exponent, base, dtype=dtype), exponent)
     if dtype in _HALF:  # the base rounded to the type first, as PyTorch's kernel takes it
         base = _rounded(base, dtype)
-    compute = torch.float32 if dtype in _HALF else dtype
+    compute = _computed_in(dtype)
     return _number_to_float_powers(float(base), exponent.to(compute)).to(dtype)
 
 
@@ -298,7 +308,7 @@ def _number_to_float_powers(base: float, y):
     odd = integral & ((y * 0.5).floor() != y * 0.5)
     power = torch.where(odd, -power, power)
     if base == -1:
-        power = torch.where(y.abs() == torch.full((), math.inf, dtype=y.dtype), 1.0, power)
+        power = torch.where(y.abs() == _inf(y.dtype), 1.0, power)
     if math.isinf(base) or base == 0:
         return power
     return torch.where(integral, power, math.nan)

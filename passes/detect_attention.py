@@ -58,9 +58,9 @@ def run(module: ir.Operation, options: Options) -> None:
         if isinstance(found, attention.Attention):
             location = pv.location
             fuse_attention(found)
-            sink = ", with a sink" if found.sink is not None else ""
+            extras = ", with a sink" if found.sink is not None else ""
             if found.row_factor is not None:
-                sink += ", a factor per query row folded into Q"
-            remarks.emit(location, f"fused attention ({describe(found.score)}{sink})")
+                extras += ", a factor per query row folded into Q"
+            remarks.emit(location, f"fused attention ({describe(found.score)}{extras})")
         elif isinstance(found, attention.NearMiss):
             remarks.emit(found.op.location, f"attention not fused: {found.reason}")

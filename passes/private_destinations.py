@@ -154,7 +154,7 @@ def _readers(value: ir.Value, block: ir.Block) -> list[tuple[ir.Operation, int]]
     for use in value.uses:
         op = use.owner.operation
         index = use.operand_number
-        # a barrier: a sort's own (this pass's), which the sort updates in place
+        # a barrier: this pass's own, which its copies read
         passive = op.name in ("tensor.dim", "util.optimization_barrier")
         if op.block == block and not passive and index not in _destinations(op):
             readers.append((op, index))

@@ -53,6 +53,18 @@ def _encoder_decoder(**extra) -> dict:
     )
 
 
+# Swin and Swin-v2: two stages, windows of 4 patches a side (the first shifted)
+_SWIN = dict(
+    image_size=32,
+    patch_size=4,
+    embed_dim=32,
+    depths=[2, 2],
+    num_heads=[2, 4],
+    window_size=4,
+    num_channels=3,
+)
+
+
 ARCHS: dict[str, Arch] = {
     a.model_type: a
     for a in [
@@ -232,15 +244,7 @@ ARCHS: dict[str, Arch] = {
         # relative position bias tables indexed by a buffer; shifted windows' masks
         Arch(
             "swin",
-            dict(
-                image_size=32,
-                patch_size=4,
-                embed_dim=32,
-                depths=[2, 2],
-                num_heads=[2, 4],
-                window_size=4,
-                num_channels=3,
-            ),
+            _SWIN,
             kind="vision",
             attentions=4,
         ),
@@ -248,15 +252,7 @@ ARCHS: dict[str, Arch] = {
         # a small MLP over log-spaced coordinates; shifted windows' masks
         Arch(
             "swinv2",
-            dict(
-                image_size=32,
-                patch_size=4,
-                embed_dim=32,
-                depths=[2, 2],
-                num_heads=[2, 4],
-                window_size=4,
-                num_channels=3,
-            ),
+            _SWIN,
             kind="vision",
             attentions=4,
         ),

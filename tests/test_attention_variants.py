@@ -7,7 +7,13 @@ import math
 import pytest
 import torch
 from conftest import rel_error
-from variants import FUSABLE_MASKS, Attention, PaddingMaskAttention, ScoresReturned
+from variants import (
+    FUSABLE_MASKS,
+    SCALE_FORMS,
+    Attention,
+    PaddingMaskAttention,
+    ScoresReturned,
+)
 
 import fusion_compiler as fc
 
@@ -49,20 +55,7 @@ def _check(
     return module
 
 
-@pytest.mark.parametrize(
-    "scale_on",
-    [
-        "scores-mul",
-        "scores-div",
-        "scores-div-tensor",
-        "q",
-        "k",
-        "none",
-        "scores-per-head",
-        "scores-div-per-head",
-        "scores-div-q-norm",
-    ],
-)
+@pytest.mark.parametrize("scale_on", SCALE_FORMS)
 def test_scale_forms(scale_on: str, attention: str) -> None:
     model = Attention(4, 77, 77, 32, scale_on=scale_on)
     _check(model, _inputs(2, 4, 4, 77, 77, 32, torch.float32), fused=1, attention=attention)

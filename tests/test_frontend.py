@@ -551,6 +551,18 @@ def test_two_updates_of_an_arange_of_a_dynamic_length_match_pytorch() -> None:
         assert torch.equal(got, want)
 
 
+def _matches_at_lengths(model: torch.nn.Module, dynamic: bool) -> None:
+    """``model(x, rows)`` compiled (with a dynamic length of x, or not) equals PyTorch
+    exactly on fresh inputs: at two lengths, or at the example's."""
+    example = (torch.randn(10), torch.tensor([0, 3]))
+    shapes = ({0: torch.export.Dim("n", min=5, max=100)}, None) if dynamic else None
+    run = fc.load(fc.compile(torch.export.export(model, example, dynamic_shapes=shapes)))
+    for n in (12, 40) if dynamic else (10,):
+        fresh = (torch.randn(n), torch.tensor([2, 7]))
+        for got, want in zip(run(*fresh), model(*fresh), strict=True):
+            assert torch.equal(got, want), n
+
+
 class _UpdatedAndRead(torch.nn.Module):
     """An arange updated in place by two ``index_put`` and also read: summed, doubled."""
 
@@ -566,14 +578,7 @@ def test_an_updated_arange_read_by_other_ops_matches_pytorch(dynamic: bool) -> N
     the updates wrote the buffer the other readers read: the cumsum took the update at
     a dynamic length, the first result took both updates at a static one
     (fusion-private-destinations: the readers read the copy's source too)."""
-    example = (torch.randn(10), torch.tensor([0, 3]))
-    shapes = ({0: torch.export.Dim("n", min=5, max=100)}, None) if dynamic else None
-    program = torch.export.export(_UpdatedAndRead(), example, dynamic_shapes=shapes)
-    run = fc.load(fc.compile(program))
-    for n in (12, 40) if dynamic else (10,):
-        fresh = (torch.randn(n), torch.tensor([2, 7]))
-        for got, want in zip(run(*fresh), _UpdatedAndRead()(*fresh), strict=True):
-            assert torch.equal(got, want), n
+    _matches_at_lengths(_UpdatedAndRead(), dynamic)
 
 
 class _SortedUpdatedAndRead(torch.nn.Module):
@@ -591,14 +596,7 @@ def test_a_sorted_updated_and_read_arange_matches_pytorch(dynamic: bool) -> None
     """IREE 3.13 sorted the arange in place: the update and the reader took the sorted
     values; at a dynamic length the positions of both sorts were wrong too
     (fusion-private-destinations: a sort sorts a copy made behind a barrier)."""
-    example = (torch.randn(10), torch.tensor([0, 3]))
-    shapes = ({0: torch.export.Dim("n", min=5, max=100)}, None) if dynamic else None
-    program = torch.export.export(_SortedUpdatedAndRead(), example, dynamic_shapes=shapes)
-    run = fc.load(fc.compile(program))
-    for n in (12, 40) if dynamic else (10,):
-        fresh = (torch.randn(n), torch.tensor([2, 7]))
-        for got, want in zip(run(*fresh), _SortedUpdatedAndRead()(*fresh), strict=True):
-            assert torch.equal(got, want), n
+    _matches_at_lengths(_SortedUpdatedAndRead(), dynamic)
 
 
 @pytest.mark.parametrize(
