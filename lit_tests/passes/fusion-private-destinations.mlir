@@ -139,3 +139,56 @@ func.func @scattered_and_read(%u: tensor<2xf32>, %i: tensor<2x1xi32>) -> (tensor
 // CHECK: %[[COPY:.+]] = flow.tensor.clone %[[HIDDEN]] : tensor<16xf32>
 // CHECK: iree_linalg_ext.scatter {{.*}} outs(%[[COPY]] : tensor<16xf32>)
 // CHECK: linalg.generic {{.*}} ins(%[[HIDDEN]] : tensor<16xf32>)
+
+// -----
+
+// Slices written into one table computed from no input, and nothing else reads it: one
+// bare clone (behind a barrier, two slices written into copies of one wrote one copy).
+#id3 = affine_map<(d0) -> (d0)>
+func.func @slices_into_an_arange(%u: tensor<2xf32>, %w: tensor<4xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  %e = tensor.empty() : tensor<16xf32>
+  %table = linalg.generic {indexing_maps = [#id3], iterator_types = ["parallel"]} outs(%e : tensor<16xf32>) {
+  ^bb0(%out: f32):
+    %n = linalg.index 0 : index
+    %c = arith.index_cast %n : index to i32
+    %f = arith.sitofp %c : i32 to f32
+    linalg.yield %f : f32
+  } -> tensor<16xf32>
+  %a = tensor.insert_slice %u into %table[2] [2] [1] : tensor<2xf32> into tensor<16xf32>
+  %b = tensor.insert_slice %w into %table[5] [4] [1] : tensor<4xf32> into tensor<16xf32>
+  return %a, %b : tensor<16xf32>, tensor<16xf32>
+}
+// CHECK-LABEL: func.func @slices_into_an_arange(
+// CHECK: %[[TABLE:.+]] = linalg.generic
+// CHECK-NOT: util.optimization_barrier
+// CHECK: %[[COPY:.+]] = flow.tensor.clone %[[TABLE]] : tensor<16xf32>
+// CHECK: tensor.insert_slice %{{.+}} into %[[COPY]][2]
+// CHECK: tensor.insert_slice %{{.+}} into %[[COPY]][5]
+
+// -----
+
+// A scatter and a slice written into one table: the copy is made behind a barrier (a
+// bare clone gave both results wrong).
+#id4 = affine_map<(d0) -> (d0)>
+func.func @scatter_and_slice(%u: tensor<2xf32>, %i: tensor<2x1xi32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  %e = tensor.empty() : tensor<16xf32>
+  %table = linalg.generic {indexing_maps = [#id4], iterator_types = ["parallel"]} outs(%e : tensor<16xf32>) {
+  ^bb0(%out: f32):
+    %n = linalg.index 0 : index
+    %c = arith.index_cast %n : index to i32
+    %f = arith.sitofp %c : i32 to f32
+    linalg.yield %f : f32
+  } -> tensor<16xf32>
+  %a = iree_linalg_ext.scatter dimension_map = [0] unique_indices(true) ins(%u, %i : tensor<2xf32>, tensor<2x1xi32>) outs(%table : tensor<16xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    iree_linalg_ext.yield %x : f32
+  } -> tensor<16xf32>
+  %b = tensor.insert_slice %u into %table[2] [2] [1] : tensor<2xf32> into tensor<16xf32>
+  return %a, %b : tensor<16xf32>, tensor<16xf32>
+}
+// CHECK-LABEL: func.func @scatter_and_slice(
+// CHECK: %[[TABLE:.+]] = linalg.generic
+// CHECK: %[[HIDDEN:.+]] = util.optimization_barrier %[[TABLE]] : tensor<16xf32>
+// CHECK: %[[COPY:.+]] = flow.tensor.clone %[[HIDDEN]] : tensor<16xf32>
+// CHECK: iree_linalg_ext.scatter {{.*}} outs(%[[COPY]] : tensor<16xf32>)
+// CHECK: tensor.insert_slice %{{.+}} into %[[COPY]][2]
