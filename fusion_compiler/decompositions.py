@@ -135,6 +135,49 @@ def _rounded(value: float, dtype: torch.dtype) -> float:
     return float(np.array(bits, np.uint32).view(np.float32))
 
 
+def _held_by(value: float, dtype: torch.dtype) -> bool:
+    """Whether ``dtype`` holds ``value`` to its own precision: 0, or rounded to a normal
+    number (not to 0, a subnormal or inf)."""
+    if value == 0 or not math.isfinite(value):
+        return True
+    rounded = abs(_rounded(value, dtype))
+    return torch.finfo(dtype).tiny <= rounded < math.inf
+
+
+def _taken_as_written(other, dtype: torch.dtype) -> bool:
+    """Whether a half type ``dtype`` would round ``other`` where PyTorch takes it as
+    written: a Python number the type does not hold, or a 0-d tensor of a wider float
+    type (an f32 ``torch.tensor(1e-8)``, whose value may be known only at run time)."""
+    if dtype not in _HALF:
+        return False
+    if _is_number(other):
+        return not _held_by(float(other), dtype)
+    return (
+        isinstance(other, torch.Tensor)
+        and other.dim() == 0
+        and other.dtype in (torch.float32, torch.float64)
+    )
+
+
+def _by_a_number_in_f32(op: torch._ops.OpOverload) -> Callable:
+    """``op`` (a product or quotient) of an fp16 or bf16 tensor by a number, computed in
+    f32 with the number as written, as PyTorch computes it, where the tensor's type would
+    round the number (``_taken_as_written``): IREE 3.13 rounds it to the tensor's type
+    first, and ``h * 1e-8`` came out 0 in fp16 (NaN at inf), ``h / 1e5`` 0. Numbers the
+    type holds keep the op: rounding them moves the result by an ulp at most, as
+    PyTorch's CUDA kernels differ from its CPU ones. A 0-d tensor as the first operand
+    (``torch.tensor(1e5) / h``) PyTorch rounds too: the op is kept."""
+
+    def decomposition(x, other, *args, **kwargs):
+        if torch.result_type(x, other) != x.dtype or not _taken_as_written(other, x.dtype):
+            return NotImplemented
+        if isinstance(other, torch.Tensor):
+            other = other.float()
+        return op(x.float(), other, *args, **kwargs).to(x.dtype)
+
+    return decomposition
+
+
 def _power(x, exponent):
     """A tensor to a constant power (``aten.pow.Tensor_Scalar``), in PyTorch's result type.
     Integer powers of integer tensors are products (IREE 3.13 lowers ``pow`` of floats
@@ -666,6 +709,10 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.max_pool2d.default: _max_pool2d_ceil,
     aten.max_pool2d_with_indices.default: _max_pool2d_with_indices_ceil,
     aten.gelu.default: _gelu_tanh,
+    **{
+        op: _by_a_number_in_f32(op)
+        for op in (aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar)
+    },
     aten.pow.Tensor_Scalar: _power,
     aten.pow.Tensor_Tensor: _tensor_power,
     aten.pow.Scalar: _number_to_powers,

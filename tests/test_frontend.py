@@ -223,6 +223,31 @@ def test_half_sums_and_means_accumulate_in_f32(dtype: torch.dtype) -> None:
         assert rel_error(got, want) < 3 * rel_error(half, want) + 1e-3
 
 
+class _ByNumbers(torch.nn.Module):
+    """Products and quotients of a half tensor by numbers fp16 rounds to 0, a subnormal or
+    inf, by one it holds, and by f32 0-d tensors: a constant, an input."""
+
+    def forward(self, h, w):
+        products = h * 1e-8, 1e-8 * h, torch.mul(h, 3e-6), h.div(1e-8), h / 1e5, 1e5 / h
+        by_tensors = h * torch.tensor(1e-8), h / w, torch.tensor(1e5) / h, w * h
+        return torch.stack([*products, h * 0.1, h / 3, *by_tensors])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_products_by_numbers_the_type_cannot_hold_are_taken_in_f32(dtype) -> None:
+    """PyTorch multiplies and divides a half tensor by a number (or an f32 0-d tensor) in
+    f32, the number as written; IREE 3.13 rounded it to the tensor's type first: ``h *
+    1e-8`` came out 0 in fp16 and NaN at inf, ``h / 1e5`` 0. A 0-d tensor first PyTorch
+    rounds."""
+    example = torch.randn(64, dtype=dtype), torch.tensor(2.0)
+    run = fc.load(fc.compile(_ByNumbers(), example, target="cpu"))
+    fresh = (torch.randn(64) * 1000).to(dtype)
+    fresh[:3] = torch.tensor([math.inf, -math.inf, 0.0])
+    got, want = run(fresh, torch.tensor(1e5)), _ByNumbers()(fresh, torch.tensor(1e5))
+    torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-2, atol=0)
+    assert torch.equal(got.isnan(), want.isnan())
+
+
 _SPECIAL = [-2, -1.5, -0.0, 0.0, 1.5, 2, -3, 1, -1, math.inf, -math.inf, math.nan, 0.5, -0.5]
 _POWERS = [2, 3, 1, -1, 0.5, 0, -2, -3, math.inf, -math.inf, math.nan, 2.5, -0.5, 7, -7]
 
