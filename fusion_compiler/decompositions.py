@@ -163,10 +163,10 @@ def _by_a_number_in_f32(op: torch._ops.OpOverload) -> Callable:
     """``op`` (a product or quotient) of an fp16 or bf16 tensor by a number, computed in
     f32 with the number as written, as PyTorch computes it, where the tensor's type would
     round the number (``_taken_as_written``): IREE 3.13 rounds it to the tensor's type
-    first, and ``h * 1e-8`` came out 0 in fp16 (NaN at inf), ``h / 1e5`` 0. Numbers the
-    type holds keep the op: rounding them moves the result by an ulp at most, as
-    PyTorch's CUDA kernels differ from its CPU ones. A 0-d tensor as the first operand
-    (``torch.tensor(1e5) / h``) PyTorch rounds too: the op is kept."""
+    first, and ``h * 1e-8`` came out 0 in fp16 (NaN at inf), ``h / 1e5`` 0, ``h // 1e5``
+    -0 for -1. Numbers the type holds keep the op: rounding them moves the result by an
+    ulp at most, as PyTorch's CUDA kernels differ from its CPU ones. A 0-d tensor as the
+    first operand (``torch.tensor(1e5) / h``) PyTorch rounds too: the op is kept."""
 
     def decomposition(x, other, *args, **kwargs):
         if torch.result_type(x, other) != x.dtype or not _taken_as_written(other, x.dtype):
@@ -711,7 +711,16 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.gelu.default: _gelu_tanh,
     **{
         op: _by_a_number_in_f32(op)
-        for op in (aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar)
+        for op in (
+            aten.mul.Tensor,
+            aten.mul.Scalar,
+            aten.div.Tensor,
+            aten.div.Scalar,
+            aten.div.Tensor_mode,
+            aten.div.Scalar_mode,
+            aten.floor_divide.default,
+            aten.floor_divide.Scalar,
+        )
     },
     aten.pow.Tensor_Scalar: _power,
     aten.pow.Tensor_Tensor: _tensor_power,

@@ -230,7 +230,7 @@ class _ByNumbers(torch.nn.Module):
     def forward(self, h, w):
         products = h * 1e-8, 1e-8 * h, torch.mul(h, 3e-6), h.div(1e-8), h / 1e5, 1e5 / h
         by_tensors = h * torch.tensor(1e-8), h / w, torch.tensor(1e5) / h, w * h
-        return torch.stack([*products, h * 0.1, h / 3, *by_tensors])
+        return torch.stack([*products, h // 1e5, h * 0.1, h / 3, *by_tensors])
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
