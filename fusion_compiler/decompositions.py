@@ -23,9 +23,14 @@ aten = torch.ops.aten
 
 
 def _bitwise(op: Callable) -> Callable:
-    """``a & b`` exports as ``aten.__and__``; on bool and integer tensors it is bitwise_and."""
+    """``a & b`` exports as ``aten.__and__``; on bool and integer tensors it is bitwise_and.
+    Of a number, the number is a 0-d tensor of the result's type: IREE 3.13 does not lower
+    ``bitwise_and.Scalar`` and its kin."""
 
     def decomposition(a: torch.Tensor, b: torch.Tensor | int | bool) -> torch.Tensor:
+        if isinstance(b, (int, bool)):
+            dtype = torch.result_type(a, b)
+            return op(a.to(dtype), torch.full((), b, dtype=dtype))
         return op(a, b)
 
     return decomposition
@@ -176,6 +181,81 @@ def _by_a_number_in_f32(op: torch._ops.OpOverload) -> Callable:
         return op(x.float(), other, *args, **kwargs).to(x.dtype)
 
     return decomposition
+
+
+def _compared_to_a_number(op: torch._ops.OpOverload) -> Callable:
+    """A comparison of a tensor to a number of another kind (a float tensor to an int, an
+    integer tensor to a float, a bool tensor to a number) with the number of the tensor's
+    kind, or the tensor in PyTorch's result type: the same comparison, as PyTorch computes
+    it. IREE 3.13's torch input folds a comparison of a constant tensor (``torch.ones(4) <
+    0``) reading the number as the tensor's kind and a bool as -1: the float case came out
+    wrong (``ones < 0`` all true), ``full((), True) == 1`` false, and the integer one
+    crashed the compiler."""
+
+    def decomposition(x, other):
+        if not _is_number(other):
+            return NotImplemented
+        if x.dtype.is_floating_point:
+            return NotImplemented if isinstance(other, float) else op(x, float(other))
+        if x.dtype == torch.bool or isinstance(other, float):
+            return op(x.to(torch.result_type(x, other)), other)
+        return NotImplemented
+
+    return decomposition
+
+
+def _floor_divided(x, other):
+    """Float floor division as PyTorch's ``div_floor_floating`` computes it: from the
+    remainder, ``(x - fmod(x, other)) / other``, stepped down where the remainder's sign is
+    not the divisor's and rounded to the nearest integer; half types in f32, a number as
+    written. ``floor(x / other)`` (IREE 3.13's) rounds the quotient first: ``1.0 // 0.1``
+    came out 10 where PyTorch (and Python) give 9, and ``inf // 3`` inf for NaN. Integer
+    division keeps the op (NotImplemented: no decomposition)."""
+    dtype = torch.result_type(x, other)
+    if not dtype.is_floating_point:
+        return NotImplemented
+    computed = _computed_in(dtype)
+    if isinstance(other, torch.Tensor):
+        divisor = other.to(computed)
+    else:  # a number as written: PyTorch's kernels take it so
+        divisor = torch.full((), other, dtype=computed)
+    a = x.to(computed)
+    remainder = _fmod(a, divisor)
+    quotient = (a - remainder) / divisor
+    stepped = (remainder != 0) & ((divisor < 0) != (remainder < 0))
+    quotient = torch.where(stepped, quotient - 1, quotient)
+    floor = torch.floor(quotient)
+    floor = torch.where(quotient - floor > 0.5, floor + 1, floor)
+    ratio = a / divisor  # a zero quotient keeps the ratio's sign
+    zero = torch.where(_negative(ratio), -torch.zeros_like(floor), torch.zeros_like(floor))
+    floor = torch.where(quotient != 0, floor, zero)
+    return torch.where(divisor == 0, ratio, floor).to(dtype)
+
+
+def _negative(x: torch.Tensor) -> torch.Tensor:
+    """Where ``x``'s sign bit is set, -0.0 included (NaN aside): ``signbit`` itself is
+    lowered through a bitcast IREE 3.13 refuses."""
+    return (x < 0) | ((x == 0) & (1 / x < 0))
+
+
+def _fmod(x, other):
+    """C's ``fmod`` (PyTorch's ``fmod``): the remainder with the dividend's sign, as
+    ``remainder(|x|, |other|)`` (exact: of equal signs the two agree) signed as ``x``.
+    IREE 3.13 lowered it as ``x - other * trunc(x / other)``: ``fmod(1.0, 0.1)`` came out
+    -1.5e-8 for 0.1, ``fmod(1e30, inf)`` NaN for 1e30; and ``fmod`` by a number not at
+    all. Integers keep the op (NotImplemented: no decomposition)."""
+    if not torch.result_type(x, other).is_floating_point:
+        return NotImplemented
+    magnitude = torch.remainder(x.abs(), abs(other))
+    return torch.where(_negative(x), -magnitude, magnitude)
+
+
+def _divided_with_rounding(x, other, *, rounding_mode=None):
+    """``torch.div`` with a rounding mode: "floor" as ``_floor_divided``; "trunc" and none
+    as a quotient by a number (``_by_a_number_in_f32``)."""
+    if rounding_mode == "floor":
+        return _floor_divided(x, other)
+    return _by_a_number_in_f32(aten.div.Tensor_mode)(x, other, rounding_mode=rounding_mode)
 
 
 def _power(x, exponent):
@@ -711,17 +791,19 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.gelu.default: _gelu_tanh,
     **{
         op: _by_a_number_in_f32(op)
-        for op in (
-            aten.mul.Tensor,
-            aten.mul.Scalar,
-            aten.div.Tensor,
-            aten.div.Scalar,
-            aten.div.Tensor_mode,
-            aten.div.Scalar_mode,
-            aten.floor_divide.default,
-            aten.floor_divide.Scalar,
-        )
+        for op in (aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar)
     },
+    **{
+        op: _compared_to_a_number(op)
+        for name in ("lt", "le", "gt", "ge", "eq", "ne")
+        for op in (getattr(aten, name).Scalar, getattr(aten, name).Tensor)
+    },
+    aten.div.Tensor_mode: _divided_with_rounding,
+    aten.div.Scalar_mode: _divided_with_rounding,
+    aten.floor_divide.default: _floor_divided,
+    aten.floor_divide.Scalar: _floor_divided,
+    aten.fmod.Tensor: _fmod,
+    aten.fmod.Scalar: _fmod,
     aten.pow.Tensor_Scalar: _power,
     aten.pow.Tensor_Tensor: _tensor_power,
     aten.pow.Scalar: _number_to_powers,
@@ -745,4 +827,7 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.__or__.Scalar: _bitwise(torch.bitwise_or),
     aten.__xor__.Tensor: _bitwise(torch.bitwise_xor),
     aten.__xor__.Scalar: _bitwise(torch.bitwise_xor),
+    aten.bitwise_and.Scalar: _bitwise(torch.bitwise_and),
+    aten.bitwise_or.Scalar: _bitwise(torch.bitwise_or),
+    aten.bitwise_xor.Scalar: _bitwise(torch.bitwise_xor),
 }

@@ -386,6 +386,14 @@ _FOLLOWED = {
 # the most elements of an input-free value computed at compile time (position ids,
 # document ids: a few per token)
 _FOLDED_ELEMENTS = 1 << 16
+# the most elements of an input-free value computed to see whether it is one value
+# repeated (a splat), or small, which IREE's torch input would fold (below)
+_COMPUTED_ELEMENTS = 1 << 22
+# IREE 3.13's torch input folds ops of constant operands when they are splats, or of at
+# most this many elements, and computes some wrongly: ``full((), 3.0) + (-3)`` came out
+# 1.8e19 (a negative int read unsigned), ``full((), 3.0) % -3`` C's fmod for Python's
+# mod, ``ones(4) < 0`` true, and a bf16 power kept f32's digits. PyTorch computes those.
+_IMPORTER_FOLDS = 16
 # ops whose values are not defined (uninitialised memory): never computed here
 _UNDEFINED = {
     torch.ops.aten.empty,
@@ -434,7 +442,7 @@ def _input_free_values_folded(
             or node.target.overloadpacket in _UNDEFINED
             or not isinstance(meta, torch.Tensor)
             or not _static(meta)
-            or meta.numel() > _FOLDED_ELEMENTS
+            or meta.numel() > _COMPUTED_ELEMENTS
             or not all(a in values for a in node.all_input_nodes)
         ):
             continue
@@ -449,9 +457,9 @@ def _input_free_values_folded(
         for node in values
         if node.op == "call_function"
         and node.users
-        and not _followed(node)
         and isinstance(values[node], torch.Tensor)
         and values[node].device.type == "cpu"
+        and (_folded_by_the_importer(node, values[node]) or _computed_here(node, values[node]))
         and not any(user.op == "output" for user in node.users)  # a result stays one
     ]
     for node in folded:
@@ -495,6 +503,23 @@ def _state_in_lists_read_through_ops(
                 for arg, in_list in zip(node.args, lists, strict=True)
             )
     return program
+
+
+def _computed_here(node: torch.fx.Node, value: torch.Tensor) -> bool:
+    """An input-free value the expression IR does not follow, small enough to embed."""
+    return not _followed(node) and value.numel() <= _FOLDED_ELEMENTS
+
+
+def _folded_by_the_importer(node: torch.fx.Node, value: torch.Tensor) -> bool:
+    """Whether IREE's torch input would compute ``node`` from constant operands (see
+    ``_IMPORTER_FOLDS``): an op of a tensor operand whose value is small or a splat. It is
+    computed here instead; a splat stays one (a broadcast of one element)."""
+    if not any(isinstance(a.meta.get("val"), torch.Tensor) for a in node.all_input_nodes):
+        return False  # made from numbers (full, arange): the importer's literal is right
+    if value.numel() <= _IMPORTER_FOLDS:
+        return True
+    flat = value.flatten()
+    return bool((flat == flat[0]).all()) or bool(flat.isnan().all())
 
 
 def _as_constant(program: torch.export.ExportedProgram, node: torch.fx.Node, value) -> None:

@@ -18,7 +18,8 @@ class Emitter:
         with self.graph.inserting_before(self.node):
             made = self.graph.call_function(op, args, kwargs)
         values, named = torch.fx.node.map_arg((args, kwargs), lambda a: a.meta["val"])
-        leaves = torch.utils._pytree.tree_leaves((values, named))
+        # an op of no tensor (``full``) is made in the mode of the node it is built for
+        leaves = torch.utils._pytree.tree_leaves((values, named, self.node.meta.get("val")))
         fakes = [v for v in leaves if hasattr(v, "fake_mode")]
         with fakes[0].fake_mode:
             made.meta["val"] = op(*values, **named)

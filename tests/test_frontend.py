@@ -248,6 +248,111 @@ def test_half_products_by_numbers_the_type_cannot_hold_are_taken_in_f32(dtype) -
     assert torch.equal(got.isnan(), want.isnan())
 
 
+class _Quotients(torch.nn.Module):
+    """Floor division and remainders of floats, of tensors and by numbers."""
+
+    def forward(self, x, d):
+        quotients = x // d, torch.div(x, d, rounding_mode="floor"), x // 0.1, x // 3
+        remainders = torch.fmod(x, d), torch.fmod(x, 0.1), x % d, torch.fmod(x, -3)
+        return torch.stack([*quotients, *remainders])
+
+
+def test_float_floor_division_and_fmod_follow_pytorch() -> None:
+    """PyTorch floors a float quotient from the remainder (``1.0 // 0.1`` is 9, as in
+    Python; IREE 3.13's ``floor(1.0 / 0.1)`` gave 10, and ``inf // 3`` inf for NaN), and
+    its ``fmod`` is C's (IREE's gave -1.5e-8 for ``fmod(1.0, 0.1)``, NaN for ``fmod(1e30,
+    inf)``, and had no ``fmod`` by a number)."""
+    special = [1.0, 0.3, 2.0, 0.7, -1.0, 5.0, -7.5, math.inf, -math.inf, 1e30, -0.0, 0.0]
+    divisors = [0.1, 0.1, 0.2, 0.1, 0.1, 0.5, 2.0, 3.0, 0.0, math.inf, 2.0, -2.0]
+    x = torch.cat([torch.tensor(special), torch.randn(52) * 10])
+    d = torch.cat([torch.tensor(divisors), torch.rand(52) * 4 - 2])
+    run = fc.load(fc.compile(_Quotients(), (x, d), target="cpu"))
+    got, want = run(x, d), _Quotients()(x, d)
+    torch.testing.assert_close(got, want, equal_nan=True, rtol=0, atol=0)
+    assert torch.equal(got.signbit() | got.isnan(), want.signbit() | want.isnan())
+
+
+_CONSTANTS = {  # made with no input: a 0-d splat, a splat of 64, a literal of 4
+    "0-d": lambda dtype: torch.full((), 3, dtype=dtype),
+    "splat": lambda dtype: torch.full((8, 8), 250 if dtype != torch.int8 else -7, dtype=dtype),
+    "literal": lambda dtype: torch.tensor([3, -7, 1, 0]).to(dtype),
+}
+_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int8, torch.uint8]
+_NUMBERS = [-3, 2, -2.5, 1e-8]
+_ON_NUMBERS = {
+    "+": lambda t, n: t + n,
+    "-": lambda t, n: n - t,
+    "*": lambda t, n: t * n,
+    "/": lambda t, n: t / n,
+    "//": lambda t, n: t // n,
+    "%": lambda t, n: t % n,
+    "**": lambda t, n: t**n,
+    "<": lambda t, n: t < n,
+    ">=": lambda t, n: t >= n,
+    "==": lambda t, n: t == n,
+    "&": lambda t, n: t & int(n),
+}
+
+
+def _computable(make, dtype, op, number) -> bool:
+    try:
+        op(make(dtype), number)
+    except (RuntimeError, TypeError, ZeroDivisionError):  # no such op for the type
+        return False
+    return True
+
+
+class _OnConstants(torch.nn.Module):
+    """Every op of ``_ON_NUMBERS`` on constants of every type, each result as float64."""
+
+    def __init__(self):
+        super().__init__()
+        self.cases = [
+            (make, dtype, op, n)
+            for make in _CONSTANTS.values()
+            for dtype in _DTYPES
+            for op in _ON_NUMBERS.values()
+            for n in _NUMBERS
+            if _computable(make, dtype, op, n)
+        ]
+
+    def forward(self, x):
+        zero = x[:1] * 0  # of the input: the results are not constants themselves
+        return [op(make(dtype), n).double().flatten() + zero for make, dtype, op, n in self.cases]
+
+
+def test_ops_on_constants_are_computed_as_pytorch_computes_them() -> None:
+    """Values made with no input are computed by PyTorch at compile time: IREE 3.13's
+    torch input folded ops of constants wrongly (``full((), 3.0) + (-3)`` 1.8e19,
+    ``ones(4) < 0`` true, ``full((), True) == 1`` false, ``% -3`` as C's fmod, bf16 powers
+    with f32's digits) or crashed on a float compared to an integer constant."""
+    model = _OnConstants()
+    x = torch.randn(3, dtype=torch.float64)
+    run = fc.load(fc.compile(model, (x,), target="cpu"))
+    for case, got, want in zip(model.cases, run(x), model(x), strict=True):
+        _, dtype, op, n = case
+        close = torch.isclose(got, want, rtol=3e-7, atol=0, equal_nan=True)
+        assert close.all(), (dtype, op, n, got, want)
+
+
+class _ComparedSplats(torch.nn.Module):
+    """Comparisons of splats too large to compute at compile time, to numbers of the
+    other kind."""
+
+    def forward(self, x):
+        ones = torch.ones(2049, 2048)
+        compared = ones < 0, ones == 1, ones.int() < 0.5, ones.bool() == 1
+        return x + torch.stack([c.sum() for c in compared])
+
+
+def test_comparisons_of_large_constants_to_numbers_match_pytorch() -> None:
+    """IREE 3.13's torch input folds these itself, and read an int compared to a float
+    splat as the splat's kind (``ones < 0`` all true), a bool splat as -1."""
+    x = torch.randn(4)
+    run = fc.load(fc.compile(_ComparedSplats(), (x,), target="cpu"))
+    assert torch.equal(run(x), _ComparedSplats()(x))
+
+
 _SPECIAL = [-2, -1.5, -0.0, 0.0, 1.5, 2, -3, 1, -1, math.inf, -math.inf, math.nan, 0.5, -0.5]
 _POWERS = [2, 3, 1, -1, 0.5, 0, -2, -3, math.inf, -math.inf, math.nan, 2.5, -0.5, 7, -7]
 
