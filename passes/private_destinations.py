@@ -19,10 +19,11 @@ the positions of the second sorted twice). Found by trying:
   only slices are written into a static tensor no other op reads, a bare clone (behind
   a barrier, two slices written into copies of one arange wrote one copy);
 - where the tensor also has readers that do not update it (a ``cumsum``, an elementwise
-  op), they read the barrier too: a clone whose source had no other user was elided,
-  and the update wrote the buffer they read (an ``arange`` of a dynamic length updated
-  and summed; a static one updated twice and read; a float64 ``arange`` sorted, updated
-  and read).
+  op, a gather whose body extracts from it), they read the barrier too: a clone whose
+  source had no other user was elided, and the update wrote the buffer they read (an
+  ``arange`` of a dynamic length updated and summed, or written a slice into and read
+  flipped by ``x[idx.flip(0)]``; a static one updated twice and read; a float64
+  ``arange`` sorted, updated and read).
 
 Fills of a constant (IREE makes each user its own), constants (never written) and
 anything that reads an input's data are left as they are.
@@ -148,17 +149,27 @@ def _private(value: ir.Value, user: ir.Operation) -> ir.Value:
 
 
 def _readers(value: ir.Value, block: ir.Block) -> list[tuple[ir.Operation, int]]:
-    """The ops of ``block`` that read ``value``'s elements without updating it in place
-    (op, operand index): not its in-place users, not ``tensor.dim``, not a barrier."""
+    """The ops in ``block`` (or nested in one of its ops: a ``tensor.extract`` in a
+    gather's body) that read ``value``'s elements without updating it in place (op,
+    operand index): not its in-place users, not ``tensor.dim``, not a barrier."""
     readers = []
     for use in value.uses:
         op = use.owner.operation
         index = use.operand_number
         # a barrier: this pass's own, which its copies read
         passive = op.name in ("tensor.dim", "util.optimization_barrier")
-        if op.block == block and not passive and index not in _destinations(op):
+        if _within(op, block) and not passive and index not in _destinations(op):
             readers.append((op, index))
     return readers
+
+
+def _within(op: ir.Operation, block: ir.Block) -> bool:
+    """Whether ``op`` is in ``block`` or nested in one of its ops."""
+    while op is not None:
+        if op.block == block:
+            return True
+        op = op.parent
+    return False
 
 
 def _copy(value: ir.Value, dims: list[ir.Value]) -> ir.Value:

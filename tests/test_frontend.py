@@ -711,6 +711,27 @@ def test_an_updated_arange_read_by_other_ops_matches_pytorch(dynamic: bool) -> N
     _matches_at_lengths(_UpdatedAndRead(), dynamic)
 
 
+class _WrittenAndGathered(torch.nn.Module):
+    """An arange updated (``index_put``, a slice written into a copy) and read by a gather
+    whose body extracts from it (``x[idx.flip(0)]``)."""
+
+    def forward(self, x, rows):
+        idx = torch.arange(x.shape[0])
+        updated = idx.index_put((rows,), rows * 10)
+        read = idx * 3 + idx.cumsum(0)
+        written = idx.clone()
+        written[2:4] = -7
+        return updated, read, written, x[idx.flip(0)]
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_an_arange_written_and_read_by_a_gather_matches_pytorch(dynamic: bool) -> None:
+    """The gather reads the arange inside its body, which IREE 3.13 did not count as a
+    reader: at a dynamic length the slice's -7 reached the gather and the index_put
+    (fusion-private-destinations: readers nested in an op read the copy's source too)."""
+    _matches_at_lengths(_WrittenAndGathered(), dynamic)
+
+
 class _SortedUpdatedAndRead(torch.nn.Module):
     """A float64 arange sorted (IREE's own sort, with positions), updated and read."""
 

@@ -192,3 +192,37 @@ func.func @scatter_and_slice(%u: tensor<2xf32>, %i: tensor<2x1xi32>) -> (tensor<
 // CHECK: %[[COPY:.+]] = flow.tensor.clone %[[HIDDEN]] : tensor<16xf32>
 // CHECK: iree_linalg_ext.scatter {{.*}} outs(%[[COPY]] : tensor<16xf32>)
 // CHECK: tensor.insert_slice %{{.+}} into %[[COPY]][2]
+
+// -----
+
+// A slice written into a table that a gather reads inside its body: the gather is a
+// reader too, and reads the copy's source behind the barrier (read before, at a dynamic
+// length IREE elided the copy and the gather took the slice).
+#id5 = affine_map<(d0) -> (d0)>
+func.func @gathered_in_a_body(%u: tensor<2xi64>, %x: tensor<16xf32>) -> (tensor<16xi64>, tensor<16xf32>) {
+  %e = tensor.empty() : tensor<16xi64>
+  %table = linalg.generic {indexing_maps = [#id5], iterator_types = ["parallel"]} outs(%e : tensor<16xi64>) {
+  ^bb0(%out: i64):
+    %n = linalg.index 0 : index
+    %c = arith.index_cast %n : index to i64
+    linalg.yield %c : i64
+  } -> tensor<16xi64>
+  %a = tensor.insert_slice %u into %table[2] [2] [1] : tensor<2xi64> into tensor<16xi64>
+  %f = tensor.empty() : tensor<16xf32>
+  %g = linalg.generic {indexing_maps = [#id5], iterator_types = ["parallel"]} outs(%f : tensor<16xf32>) {
+  ^bb0(%out: f32):
+    %n = linalg.index 0 : index
+    %i = tensor.extract %table[%n] : tensor<16xi64>
+    %j = arith.index_cast %i : i64 to index
+    %v = tensor.extract %x[%j] : tensor<16xf32>
+    linalg.yield %v : f32
+  } -> tensor<16xf32>
+  return %a, %g : tensor<16xi64>, tensor<16xf32>
+}
+// CHECK-LABEL: func.func @gathered_in_a_body(
+// CHECK: %[[TABLE:.+]] = linalg.generic
+// CHECK: %[[HIDDEN:.+]] = util.optimization_barrier %[[TABLE]] : tensor<16xi64>
+// CHECK: %[[COPY:.+]] = flow.tensor.clone %[[HIDDEN]] : tensor<16xi64>
+// CHECK: tensor.insert_slice %{{.+}} into %[[COPY]][2]
+// CHECK: linalg.generic
+// CHECK: tensor.extract %[[HIDDEN]][
