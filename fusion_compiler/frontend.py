@@ -452,6 +452,7 @@ def _input_free_values_folded(
                 values[node] = node.target(*args, **kwargs)
         except Exception:  # noqa: BLE001 - e.g. a device this machine lacks: left as is
             continue
+    literal = _literals(graph, constants)
     folded = [
         node
         for node in values
@@ -459,7 +460,10 @@ def _input_free_values_folded(
         and node.users
         and isinstance(values[node], torch.Tensor)
         and values[node].device.type == "cpu"
-        and (_folded_by_the_importer(node, values[node]) or _computed_here(node, values[node]))
+        and (
+            _folded_by_the_importer(node, values[node], literal)
+            or _computed_here(node, values[node])
+        )
         and not any(user.op == "output" for user in node.users)  # a result stays one
     ]
     for node in folded:
@@ -510,12 +514,38 @@ def _computed_here(node: torch.fx.Node, value: torch.Tensor) -> bool:
     return not _followed(node) and value.numel() <= _FOLDED_ELEMENTS
 
 
-def _folded_by_the_importer(node: torch.fx.Node, value: torch.Tensor) -> bool:
-    """Whether IREE's torch input would compute ``node`` from constant operands (see
-    ``_IMPORTER_FOLDS``): an op of a tensor operand whose value is small or a splat. It is
-    computed here instead; a splat stays one (a broadcast of one element)."""
-    if not any(isinstance(a.meta.get("val"), torch.Tensor) for a in node.all_input_nodes):
-        return False  # made from numbers (full, arange): the importer's literal is right
+# ops of numbers alone that IREE's torch input folds into a literal tensor
+_LITERAL_MAKERS = {
+    torch.ops.aten.full.default,
+    torch.ops.aten.zeros.default,
+    torch.ops.aten.ones.default,
+    torch.ops.aten.scalar_tensor.default,
+}
+
+
+def _literals(graph: torch.fx.Graph, constants: dict) -> set[torch.fx.Node]:
+    """The nodes IREE's torch input may see as literal tensors, and so fold their users:
+    constants, fills of a number, and ops of those alone. (An ``arange`` it does not fold:
+    index arithmetic on it stays a computation, which the expression IR follows.)"""
+    literal: set[torch.fx.Node] = set()
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            if node.name in constants:
+                literal.add(node)
+            continue
+        tensors = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
+        if node.target in _LITERAL_MAKERS or (tensors and all(a in literal for a in tensors)):
+            literal.add(node)
+    return literal
+
+
+def _folded_by_the_importer(node: torch.fx.Node, value: torch.Tensor, literal: set) -> bool:
+    """Whether IREE's torch input would compute ``node`` from literal operands (see
+    ``_IMPORTER_FOLDS`` and ``_literals``): an op of literal tensors whose value is small
+    or a splat. It is computed here instead; a splat stays one (a broadcast of one
+    element)."""
+    if node not in literal or node.target in _LITERAL_MAKERS:
+        return False  # not foldable, or made from numbers: the importer's literal is right
     if value.numel() <= _IMPORTER_FOLDS:
         return True
     flat = value.flatten()
