@@ -204,6 +204,83 @@ def _compared_to_a_number(op: torch._ops.OpOverload) -> Callable:
     return decomposition
 
 
+# pi/2 as four pieces of 6 significant bits (k * piece is exact for |k| < 2**18) and
+# the rest, rounded to f32: the Cody-Waite reduction of ``_quadrant``
+_HALF_PI_PIECES = (
+    1.5625,
+    0.008056640625,
+    0.00023651123046875,
+    3.159046173095703e-06,
+    1.5893254712295857e-08,
+)
+_keeping_trig = False  # set while ``_sin_cos`` traces: its sin and cos stay IREE's ops
+
+
+def _quadrant(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x`` as ``k * pi/2 + r``, ``|r| <= pi/4``: (r, k mod 4), exact in k's products
+    for ``|x|`` up to about 4e5 (RoPE's angles of a million positions are at most 1e6;
+    beyond, r loses digits: cos(2**31) is 1.4e-6 off)."""
+    k = torch.round(x * (2 / math.pi))
+    r = x
+    for piece in _HALF_PI_PIECES:
+        r = r - k * piece
+    r = torch.where(k == 0, x, r)  # -0.0 stays (-0 - -0 is +0)
+    return r, k - 4 * torch.floor(k * 0.25)
+
+
+def _sin_cos(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """sin and cos of a float tensor, in its compute type, as IREE's ops of the reduced
+    argument placed by its quadrant."""
+    global _keeping_trig
+    r, quadrant = _quadrant(x)
+    _keeping_trig = True
+    try:
+        sine, cosine = torch.sin(r), torch.cos(r)
+    finally:
+        _keeping_trig = False
+    sin_x = torch.where(quadrant == 0, sine, torch.where(quadrant == 1, cosine, -sine))
+    sin_x = torch.where(quadrant == 3, -cosine, sin_x)
+    cos_x = torch.where(quadrant == 0, cosine, torch.where(quadrant == 1, -sine, -cosine))
+    cos_x = torch.where(quadrant == 3, sine, cos_x)
+    return sin_x, cos_x
+
+
+def _trigonometric(which: str) -> Callable:
+    """sin, cos or tan of a float tensor with the argument reduced to [-pi/4, pi/4] first
+    (``_quadrant``); half types in f32, as PyTorch computes them. IREE 3.13 reduced it
+    too coarsely: cos(4096) came out 0.803923 for 0.803991, and RoPE's tables of 32768
+    positions 9e-4 off; cos(2**31) -4.5e7. Other types keep the op (NotImplemented)."""
+
+    def decomposition(x):
+        if _keeping_trig or not x.dtype.is_floating_point or x.dtype == torch.float64:
+            return NotImplemented
+        sine, cosine = _sin_cos(x.to(_computed_in(x.dtype)))
+        result = {"sin": sine, "cos": cosine}.get(which)
+        if result is None:
+            result = sine / cosine
+        return result.to(x.dtype)
+
+    return decomposition
+
+
+def _log_sigmoid(x):
+    """``logsigmoid`` as PyTorch computes it, ``min(x, 0) - log1p(exp(-|x|))``: IREE 3.13
+    took log(sigmoid(x)), -inf from x = -90 on."""
+    if not x.dtype.is_floating_point:
+        return NotImplemented
+    y = x.to(_computed_in(x.dtype))
+    return (torch.clamp(y, max=0) - torch.log1p(torch.exp(-y.abs()))).to(x.dtype)
+
+
+def _log10(x):
+    """``log10`` as ``log(x) / log(10)``: IREE 3.13's CPU code called ``log10f``, which it
+    does not link (a compile error in its HAL phase)."""
+    if not x.dtype.is_floating_point:
+        return NotImplemented
+    y = x.to(_computed_in(x.dtype))
+    return (torch.log(y) * (1 / math.log(10))).to(x.dtype)
+
+
 def _floor_divided(x, other):
     """Float floor division as PyTorch's ``div_floor_floating`` computes it: from the
     remainder, ``(x - fmod(x, other)) / other``, stepped down where the remainder's sign is
@@ -798,6 +875,11 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
         for name in ("lt", "le", "gt", "ge", "eq", "ne")
         for op in (getattr(aten, name).Scalar, getattr(aten, name).Tensor)
     },
+    aten.sin.default: _trigonometric("sin"),
+    aten.cos.default: _trigonometric("cos"),
+    aten.tan.default: _trigonometric("tan"),
+    aten.log_sigmoid.default: _log_sigmoid,
+    aten.log10.default: _log10,
     aten.div.Tensor_mode: _divided_with_rounding,
     aten.div.Scalar_mode: _divided_with_rounding,
     aten.floor_divide.default: _floor_divided,
