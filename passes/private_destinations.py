@@ -25,6 +25,8 @@ the positions of the second sorted twice). Found by trying:
   flipped by ``x[idx.flip(0)]``; a static one updated twice and read; a float64
   ``arange`` sorted, updated and read).
 
+A slice written into such a tensor (static offsets, sizes and strides) becomes a select
+over it instead (``_as_select``): with a scatter's update, both had updated one copy.
 Fills of a constant (IREE makes each user its own), constants (never written) and
 anything that reads an input's data are left as they are.
 """
@@ -34,9 +36,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fusion_compiler.dialects import linalg
-from fusion_compiler.dialects.builders import dynamic_sizes
+from fusion_compiler.dialects.builders import affine_map, axes, dynamic_sizes, empty, generic
 
-from fusion_compiler.ir import ir
+from fusion_compiler.ir import dialects, ir
 
 NAME = "fusion-private-destinations"
 
@@ -101,7 +103,18 @@ def run(module: ir.Operation, options: Options) -> None:
     module.operation.walk(visit)
     barriers: dict[tuple[ir.Value, ir.Block], ir.Value] = {}
     with module.context:
+        # first the slices that become selects: what they read is then a reader of the
+        # tensor that the in-place users left are given a copy of
+        selected = {
+            id(op)
+            for op, index in users
+            if op.name == "tensor.insert_slice"
+            and _needs_barrier(op.operands[index])
+            and _as_select(op)  # erases op
+        }
         for op, index in users:
+            if id(op) in selected:
+                continue
             value = op.operands[index]
             if not _needs_barrier(value):
                 continue
@@ -111,6 +124,60 @@ def run(module: ir.Operation, options: Options) -> None:
                 barrier = _private(value, op)
                 barriers[key] = barrier
             op.operands[index] = barrier
+
+
+def _static_list(op: ir.Operation, name: str) -> list[int] | None:
+    values = list(ir.DenseI64ArrayAttr(op.attributes[name]))
+    return None if any(ir.ShapedType.is_dynamic_size(v) for v in values) else values
+
+
+def _as_select(op: ir.Operation) -> bool:
+    """``tensor.insert_slice`` of static offsets, sizes and strides, and of the
+    destination's rank, rewritten as a ``linalg.generic`` over the destination that takes
+    the source's element inside the slice and the destination's elsewhere: no in-place
+    update remains (IREE 3.13 made a scatter and a slice written into copies of one
+    ``arange`` update one clone: the slice's values reached the scatter's result).
+    False where the slice is not of that form (it keeps its private copy)."""
+    source, dest = op.operands[0], op.operands[1]
+    offsets = _static_list(op, "static_offsets")
+    sizes = _static_list(op, "static_sizes")
+    strides = _static_list(op, "static_strides")
+    rank = ir.RankedTensorType(dest.type).rank
+    if None in (offsets, sizes, strides) or ir.RankedTensorType(source.type).rank != rank:
+        return False
+    index_type = ir.IndexType.get()
+    element = ir.RankedTensorType(dest.type).element_type
+    identity = affine_map(rank, list(range(rank)))
+
+    def constant(n: int) -> ir.Value:
+        return dialects.arith.ConstantOp(index_type, n).result
+
+    def take(outside: ir.Value, _: ir.Value) -> ir.Value:
+        inside, at = None, []
+        for axis in range(rank):
+            i = dialects.linalg.IndexOp(axis).result
+            offset, size, stride = offsets[axis], sizes[axis], strides[axis]
+            shifted = dialects.arith.SubIOp(i, constant(offset)).result
+            position = dialects.arith.DivUIOp(shifted, constant(stride)).result
+            low = dialects.arith.CmpIOp(dialects.arith.CmpIPredicate.uge, i, constant(offset))
+            high = dialects.arith.CmpIOp(dialects.arith.CmpIPredicate.ult, position, constant(size))
+            here = dialects.arith.AndIOp(low.result, high.result).result
+            if stride != 1:
+                rest = dialects.arith.RemUIOp(shifted, constant(stride)).result
+                zero = dialects.arith.CmpIOp(dialects.arith.CmpIPredicate.eq, rest, constant(0))
+                here = dialects.arith.AndIOp(here, zero.result).result
+            at.append(dialects.arith.SelectOp(here, position, constant(0)).result)
+            inside = here if inside is None else dialects.arith.AndIOp(inside, here).result
+        taken = dialects.tensor.ExtractOp(source, at).result
+        return dialects.arith.SelectOp(inside, taken, outside).result
+
+    with ir.InsertionPoint(op), op.location:
+        selected = generic(
+            [dest], empty(axes(dest), element), [identity] * 2, ["parallel"] * rank, take
+        )
+    op.results[0].replace_all_uses_with(selected)
+    op.operation.erase()
+    return True
 
 
 def _private(value: ir.Value, user: ir.Operation) -> ir.Value:

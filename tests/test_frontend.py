@@ -750,12 +750,14 @@ class _WrittenAndGathered(torch.nn.Module):
         return updated, read, written, x[idx.flip(0)]
 
 
-def test_an_arange_written_and_read_by_a_gather_matches_pytorch() -> None:
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_an_arange_written_and_read_by_a_gather_matches_pytorch(dynamic: bool) -> None:
     """The gather reads the arange inside its body, which IREE 3.13 did not count as a
-    reader: at a dynamic length the slice's -7 reached the gather and the index_put
-    (fusion-private-destinations: readers nested in an op read the copy's source too).
-    (At a static length the index_put still takes the slice: docs/models.md.)"""
-    _matches_at_lengths(_WrittenAndGathered(), dynamic=True)
+    reader: at a dynamic length the slice's -7 reached the gather and the index_put; at a
+    static one IREE updated one copy for the index_put and the slice, and the index_put's
+    result took the -7 (fusion-private-destinations: readers nested in an op read the
+    copy's source too; a slice written into a computed tensor is a select)."""
+    _matches_at_lengths(_WrittenAndGathered(), dynamic)
 
 
 class _SortedUpdatedAndRead(torch.nn.Module):
