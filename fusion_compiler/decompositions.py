@@ -281,6 +281,14 @@ def _log10(x):
     return (torch.log(y) * (1 / math.log(10))).to(x.dtype)
 
 
+def _negated(x):
+    """``-x`` of integers as ``0 - x``: IREE 3.13 negated them through a float (-(2**24 +
+    1) came out -2**24, -(2**63 - 1) -2**63). Floats keep the op (NotImplemented)."""
+    if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
+        return NotImplemented
+    return torch.zeros_like(x) - x
+
+
 def _floor_divided(x, other):
     """Float floor division as PyTorch's ``div_floor_floating`` computes it: from the
     remainder, ``(x - fmod(x, other)) / other``, stepped down where the remainder's sign is
@@ -880,6 +888,7 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.tan.default: _trigonometric("tan"),
     aten.log_sigmoid.default: _log_sigmoid,
     aten.log10.default: _log10,
+    aten.neg.default: _negated,
     aten.div.Tensor_mode: _divided_with_rounding,
     aten.div.Scalar_mode: _divided_with_rounding,
     aten.floor_divide.default: _floor_divided,

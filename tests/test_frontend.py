@@ -379,6 +379,20 @@ def test_sin_cos_of_rope_angles_and_log_forms_match_pytorch(dtype: torch.dtype) 
         torch.testing.assert_close(got, want, rtol=rtol, atol=tolerance, equal_nan=True)
 
 
+class _Negated(torch.nn.Module):
+    def forward(self, x, y):
+        return -x, -y
+
+
+def test_integers_are_negated_exactly() -> None:
+    """IREE 3.13 negated integers through a float: -(2**24 + 1) came out -2**24."""
+    big = torch.tensor([2**24 + 1, 2**62 + 3, 2**63 - 1, -(2**63) + 1, 0, -5])
+    small = torch.tensor([2**24 + 1, 2**31 - 1, -(2**31) + 1, 7], dtype=torch.int32)
+    run = fc.load(fc.compile(_Negated(), (big, small), target="cpu"))
+    for got, want in zip(run(big, small), _Negated()(big, small), strict=True):
+        assert torch.equal(got, want), (got, want)
+
+
 _SPECIAL = [-2, -1.5, -0.0, 0.0, 1.5, 2, -3, 1, -1, math.inf, -math.inf, math.nan, 0.5, -0.5]
 _POWERS = [2, 3, 1, -1, 0.5, 0, -2, -3, math.inf, -math.inf, math.nan, 2.5, -0.5, 7, -7]
 
