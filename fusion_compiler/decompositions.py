@@ -190,9 +190,15 @@ def _compared_to_a_number(op: torch._ops.OpOverload) -> Callable:
     it. IREE 3.13's torch input folds a comparison of a constant tensor (``torch.ones(4) <
     0``) reading the number as the tensor's kind and a bool as -1: the float case came out
     wrong (``ones < 0`` all true), ``full((), True) == 1`` false, and the integer one
-    crashed the compiler."""
+    crashed the compiler. A bool tensor against an integer one is compared as integers
+    (IREE compared them unsigned: ``True > -1`` false)."""
 
     def decomposition(x, other):
+        if isinstance(other, torch.Tensor) and torch.bool in (x.dtype, other.dtype):
+            dtype = torch.result_type(x, other)  # a bool against an integer: both as it
+            if x.dtype == other.dtype:
+                return NotImplemented
+            return op(x.to(dtype), other.to(dtype))
         if not _is_number(other):
             return NotImplemented
         if x.dtype.is_floating_point:
@@ -287,6 +293,25 @@ def _negated(x):
     if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
         return NotImplemented
     return torch.zeros_like(x) - x
+
+
+def _clamped_in_result_type(op: torch._ops.OpOverload) -> Callable:
+    """``clamp`` (and ``clamp_min``, ``clamp_max``) of a tensor whose bounds promote it (an
+    integer tensor between floats, a bool one between ints): the tensor cast to PyTorch's
+    result type first. IREE 3.13 compared an integer with a float bound (a verifier error
+    from its lowering: ``'arith.cmpf' op operand #0 must be floating-point-like``)."""
+
+    def decomposition(x, *bounds):
+        present = [b for b in bounds if b is not None]
+        dtype = x.dtype
+        for bound in present:
+            dtype = torch.promote_types(dtype, torch.result_type(x, bound))
+        if dtype == x.dtype:
+            return NotImplemented
+        cast = [b.to(dtype) if isinstance(b, torch.Tensor) else b for b in bounds]
+        return op(x.to(dtype), *cast)
+
+    return decomposition
 
 
 def _floor_divided(x, other):
@@ -889,6 +914,17 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.log_sigmoid.default: _log_sigmoid,
     aten.log10.default: _log10,
     aten.neg.default: _negated,
+    **{
+        op: _clamped_in_result_type(op)
+        for op in (
+            aten.clamp.default,
+            aten.clamp.Tensor,
+            aten.clamp_min.default,
+            aten.clamp_min.Tensor,
+            aten.clamp_max.default,
+            aten.clamp_max.Tensor,
+        )
+    },
     aten.div.Tensor_mode: _divided_with_rounding,
     aten.div.Scalar_mode: _divided_with_rounding,
     aten.floor_divide.default: _floor_divided,

@@ -393,6 +393,35 @@ def test_integers_are_negated_exactly() -> None:
         assert torch.equal(got, want), (got, want)
 
 
+class _BoolAgainstIntegers(torch.nn.Module):
+    def forward(self, m, y):
+        return m > y, m < y, y >= m, m == y, m <= y.to(torch.int8)
+
+
+def test_a_bool_compared_to_negative_integers_matches_pytorch() -> None:
+    """IREE 3.13 compared a bool tensor with an integer one unsigned: True > -1 false."""
+    args = torch.tensor([False, True, False, True]), torch.tensor([-3, -1, 2, 1])
+    run = fc.load(fc.compile(_BoolAgainstIntegers(), args, target="cpu"))
+    for got, want in zip(run(*args), _BoolAgainstIntegers()(*args), strict=True):
+        assert torch.equal(got, want), (got, want)
+
+
+class _ClampedAcrossTypes(torch.nn.Module):
+    def forward(self, x, m, f):
+        floats = x.clamp(min=-2, max=2.5), x.clamp_min(0.5), x.clamp(max=3.5)
+        return *floats, m.clamp(0, 1), x.clamp(f[:1], None), x.clamp(-2, 2)
+
+
+def test_a_clamp_whose_bounds_promote_the_tensor_matches_pytorch() -> None:
+    """An integer tensor between float bounds (and a bool one between ints) is clamped
+    in PyTorch's result type (IREE 3.13's lowering compared an integer to a float:
+    a verifier error)."""
+    args = torch.tensor([0, 1, 5, -7]), torch.tensor([True, False]), torch.tensor([0.5, 2.0])
+    run = fc.load(fc.compile(_ClampedAcrossTypes(), args, target="cpu"))
+    for got, want in zip(run(*args), _ClampedAcrossTypes()(*args), strict=True):
+        assert got.dtype == want.dtype and torch.equal(got, want), (got, want)
+
+
 _SPECIAL = [-2, -1.5, -0.0, 0.0, 1.5, 2, -3, 1, -1, math.inf, -math.inf, math.nan, 0.5, -0.5]
 _POWERS = [2, 3, 1, -1, 0.5, 0, -2, -3, math.inf, -math.inf, math.nan, 2.5, -0.5, 7, -7]
 
