@@ -28,12 +28,25 @@ def _bitwise(op: Callable) -> Callable:
     ``bitwise_and.Scalar`` and its kin."""
 
     def decomposition(a: torch.Tensor, b: torch.Tensor | int | bool) -> torch.Tensor:
-        if isinstance(b, (int, bool)):
-            dtype = torch.result_type(a, b)
-            return op(a.to(dtype), torch.full((), b, dtype=dtype))
-        return op(a, b)
+        if isinstance(b, torch.Tensor):
+            return op(a, b)
+        dtype = torch.result_type(a, b)
+        if isinstance(b, (int, bool)):  # wrapped to the type's bits, as PyTorch takes it
+            b = _wrapped(b, dtype)
+        return op(a.to(dtype), torch.full((), b, dtype=dtype))  # (a size: as it is)
 
     return decomposition
+
+
+def _wrapped(value: int, dtype: torch.dtype) -> int | bool:
+    """An integer as ``dtype`` holds it: ``0xFFFFFFFF`` in int32 is -1, 256 in uint8 0."""
+    if dtype == torch.bool:
+        return bool(value)
+    bits = torch.iinfo(dtype).bits
+    value &= (1 << bits) - 1
+    if dtype.is_signed and value >= 1 << (bits - 1):
+        value -= 1 << bits
+    return value
 
 
 # Operators with a definition in the torch dialect but no lowering in IREE 3.13, which
@@ -174,6 +187,8 @@ def _by_a_number_in_f32(op: torch._ops.OpOverload) -> Callable:
     first operand (``torch.tensor(1e5) / h``) PyTorch rounds too: the op is kept."""
 
     def decomposition(x, other, *args, **kwargs):
+        if not isinstance(x, torch.Tensor):  # a number first: PyTorch rounds it too
+            return NotImplemented
         if torch.result_type(x, other) != x.dtype or not _taken_as_written(other, x.dtype):
             return NotImplemented
         if isinstance(other, torch.Tensor):
@@ -321,15 +336,19 @@ def _floor_divided(x, other):
     written. ``floor(x / other)`` (IREE 3.13's) rounds the quotient first: ``1.0 // 0.1``
     came out 10 where PyTorch (and Python) give 9, and ``inf // 3`` inf for NaN. Integer
     division keeps the op (NotImplemented: no decomposition)."""
+    if not isinstance(x, torch.Tensor):  # a number first: the op is kept
+        return NotImplemented
     dtype = torch.result_type(x, other)
     if not dtype.is_floating_point:
         return NotImplemented
     computed = _computed_in(dtype)
+    # operands in the result's type first, as PyTorch's kernels take them; a number or a
+    # 0-d tensor divisor as written
     if isinstance(other, torch.Tensor):
-        divisor = other.to(computed)
-    else:  # a number as written: PyTorch's kernels take it so
+        divisor = (other if other.dim() == 0 else other.to(dtype)).to(computed)
+    else:
         divisor = torch.full((), other, dtype=computed)
-    a = x.to(computed)
+    a = x.to(dtype).to(computed)
     remainder = _fmod(a, divisor)
     quotient = (a - remainder) / divisor
     stepped = (remainder != 0) & ((divisor < 0) != (remainder < 0))
@@ -354,8 +373,14 @@ def _fmod(x, other):
     IREE 3.13 lowered it as ``x - other * trunc(x / other)``: ``fmod(1.0, 0.1)`` came out
     -1.5e-8 for 0.1, ``fmod(1e30, inf)`` NaN for 1e30; and ``fmod`` by a number not at
     all. Integers keep the op (NotImplemented: no decomposition)."""
-    if not torch.result_type(x, other).is_floating_point:
+    if not isinstance(x, torch.Tensor):
         return NotImplemented
+    dtype = torch.result_type(x, other)
+    if not dtype.is_floating_point:
+        return NotImplemented
+    x = x.to(dtype)  # before abs: an integer's lowest value has none
+    if isinstance(other, torch.Tensor):
+        other = other.to(dtype)
     magnitude = torch.remainder(x.abs(), abs(other))
     return torch.where(_negative(x), -magnitude, magnitude)
 

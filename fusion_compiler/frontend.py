@@ -548,8 +548,8 @@ def _folded_by_the_importer(node: torch.fx.Node, value: torch.Tensor, literal: s
         return False  # not foldable, or made from numbers: the importer's literal is right
     if value.numel() <= _IMPORTER_FOLDS:
         return True
-    flat = value.flatten()
-    return bool((flat == flat[0]).all()) or bool(flat.isnan().all())
+    flat = _bits(value.flatten())
+    return bool((flat == flat[0]).all())
 
 
 def _as_constant(program: torch.export.ExportedProgram, node: torch.fx.Node, value) -> None:
@@ -586,9 +586,19 @@ def _broadcast_source(value: torch.Tensor) -> torch.Tensor:
     Mask proofs then see one row for every batch, not a batch of values to compare."""
     for dim, size in enumerate(value.shape):
         first = value.narrow(dim, 0, 1)
-        if size > 1 and torch.equal(value, first.expand_as(value)):
+        if size > 1 and torch.equal(_bits(value), _bits(first).expand_as(value)):
             value = first
     return value
+
+
+_SAME_SIZE_INTEGERS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _bits(value: torch.Tensor) -> torch.Tensor:
+    """``value`` compared by its bits: -0.0 apart from 0.0, a NaN equal to itself."""
+    if not value.is_floating_point():
+        return value
+    return value.contiguous().view(_SAME_SIZE_INTEGERS[value.element_size()])
 
 
 def _drop_unused_constants(program: torch.export.ExportedProgram) -> None:

@@ -422,6 +422,41 @@ def test_a_clamp_whose_bounds_promote_the_tensor_matches_pytorch() -> None:
         assert got.dtype == want.dtype and torch.equal(got, want), (got, want)
 
 
+class _NumbersFirst(torch.nn.Module):
+    """Numbers as the first operand, integers wider than the tensor's type in a bitwise
+    op, and a constant of signed zeros."""
+
+    def forward(self, x, i):
+        firsts = torch.div(1.0, x), torch.mul(0.5, x), 2.0 // x, torch.floor_divide(7.5, i)
+        bits = i & 0xFFFFFFFF, i.to(torch.int8) ^ 0x80, i.to(torch.uint8) | 256
+        zeros = torch.tensor([1.0, -1.0] * 16) * 0  # a literal of 0.0 and -0.0
+        return *firsts, *bits, x / zeros
+
+
+def test_numbers_first_wrapped_integers_and_signed_zeros_match_pytorch() -> None:
+    """A number first (``torch.mul(0.5, x)``, ``2.0 // x``) stopped the export of a first
+    version of these decompositions; a bitwise number past the type's range is wrapped
+    as PyTorch wraps it; a constant of 0.0 and -0.0 is not one value repeated."""
+    args = torch.randn(32), torch.arange(-16, 16, dtype=torch.int32)
+    run = fc.load(fc.compile(_NumbersFirst(), args, target="cpu"))
+    for got, want in zip(run(*args), _NumbersFirst()(*args), strict=True):
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=0, equal_nan=True)
+
+
+class _AndTheLength(torch.nn.Module):
+    def forward(self, i):
+        return i & i.shape[0]
+
+
+def test_a_bitwise_op_with_a_dynamic_length_compiles() -> None:
+    """``x & x.shape[0]`` with a dynamic length recursed forever in a first version."""
+    i = torch.arange(-16, 16)
+    dims = ({0: torch.export.Dim("n", min=2, max=64)},)
+    run = fc.load(fc.compile(torch.export.export(_AndTheLength(), (i,), dynamic_shapes=dims)))
+    assert torch.equal(run(i[:20]), _AndTheLength()(i[:20]))
+
+
 _SPECIAL = [-2, -1.5, -0.0, 0.0, 1.5, 2, -3, 1, -1, math.inf, -math.inf, math.nan, 0.5, -0.5]
 _POWERS = [2, 3, 1, -1, 0.5, 0, -2, -3, math.inf, -math.inf, math.nan, 2.5, -0.5, 7, -7]
 
