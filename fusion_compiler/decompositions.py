@@ -390,7 +390,10 @@ def _divided_with_rounding(x, other, *, rounding_mode=None):
     as a quotient by a number (``_by_a_number_in_f32``)."""
     if rounding_mode == "floor":
         return _floor_divided(x, other)
-    return _by_a_number_in_f32(aten.div.Tensor_mode)(x, other, rounding_mode=rounding_mode)
+    return _QUOTIENT_BY_A_NUMBER(x, other, rounding_mode=rounding_mode)
+
+
+_QUOTIENT_BY_A_NUMBER = _by_a_number_in_f32(aten.div.Tensor_mode)
 
 
 def _power(x, exponent):

@@ -26,6 +26,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from fusion_compiler.backends.triton.warp_specialized import (
     _next_step,
     _row_block,
+    _softmax_step,
     _tile_at,
     _tile_batch,
 )
@@ -142,7 +143,6 @@ def _consumer(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16]
     )
     q_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     keys = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
@@ -192,13 +192,7 @@ def _consumer(
                             x,
                             float("-inf"),
                         )
-                m_new = gl.maximum(m_i, gl.max(x, 1) * QK_SCALE)
-                p = gl.exp2(x * QK_SCALE - m_new[:, None])
-                alpha = gl.exp2(m_i - m_new)
-                l_i = l_i * alpha + gl.sum(p, 1)
-                acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
-                m_i = m_new
-                p = gl.convert_layout(p.to(dtype), p_layout)
+                p, m_i, l_i, acc = _softmax_step(x, m_i, l_i, acc, QK_SCALE, dtype, o_layout)
                 mbarrier.wait(v_ready.index(s), phase)
                 acc = warpgroup_mma(p, v_smem.index(s), acc, is_async=True)
                 c += 1
