@@ -170,29 +170,32 @@ RULES: dict[str, Callable[..., Term]] = {
 
 
 _ABOVE = ("ogt", "oge", "ugt", "uge")
+_BELOW = ("olt", "ole", "ult", "ule")
 
 
 def _clamp(e: expr.Op) -> Term | None:
-    """``max(x, C)`` of the score x as ``torch.max`` lowers it, ``select(x > C, x, C)``
-    (XGLM's ``torch.max(s + mask, finfo.min)``), C at or below the fill that swamps any
-    score of the type: x itself where it is a score (above C), the mask that reached it
-    clamped to C (a -inf becomes that finite fill), as the mask replayed through it says
-    (``attention._mask``: f(0) = max(mask, C)), in either operand order. Any other clamp
-    of the score to a constant (``clamp``, ``min``, a max above the fill) is Unsupported;
-    None where ``e`` clamps no score."""
+    """``max(x, C)`` of the score x, ``select(x < C, C, x)`` (XGLM's ``torch.max(s + mask,
+    finfo.min)`` as the front end decomposes it, a NaN kept) or ``select(x > C, x, C)``, C
+    at or below the fill that swamps any score of the type: x itself where it is a score
+    (above C), the mask that reached it clamped to C (a -inf becomes that finite fill), as
+    the mask replayed through it says (``attention._mask``: f(0) = max(mask, C)), in either
+    operand order. Any other clamp of the score to a constant (``clamp``, ``min``, a max
+    above the fill) is Unsupported; None where ``e`` clamps no score."""
     if e.name != "arith.select":
         return None
-    cond, x, c = e.operands
+    cond, chosen, other = e.operands
     compare = isinstance(cond, expr.Op) and cond.name == "arith.cmpf"
-    if not compare or set(cond.operands) != {x, c}:
+    if not compare or set(cond.operands) != {chosen, other}:
         return None
-    score, bound, swamps = _term(x), _term(c), SWAMPS.get(e.type)
+    score, bound, swamps = _term(chosen), _term(other), SWAMPS.get(e.type)
     if isinstance(score, Const) and isinstance(bound, Affine):
         score, bound = bound, score
     if not (isinstance(score, Affine) and isinstance(bound, Const)):
         return None
-    above = cond.predicate in _ABOVE and tuple(cond.operands) == (x, c)
-    if above and swamps is not None and bound.value <= swamps:
+    # the chosen operand is the larger: chosen > other, or other < chosen
+    larger = tuple(cond.operands) == (chosen, other) and cond.predicate in _ABOVE
+    larger |= tuple(cond.operands) == (other, chosen) and cond.predicate in _BELOW
+    if larger and swamps is not None and bound.value <= swamps:
         return score
     # any other clamp of the score to a constant (``clamp``, ``torch.max``, ``min``)
     return Unsupported(f"the score is clamped at {bound.value:g}")

@@ -206,7 +206,9 @@ def _compared_to_a_number(op: torch._ops.OpOverload) -> Callable:
     0``) reading the number as the tensor's kind and a bool as -1: the float case came out
     wrong (``ones < 0`` all true), ``full((), True) == 1`` false, and the integer one
     crashed the compiler. A bool tensor against an integer one is compared as integers
-    (IREE compared them unsigned: ``True > -1`` false)."""
+    (IREE compared them unsigned: ``True > -1`` false). A float tensor is compared to the
+    number rounded to its type, as PyTorch rounds it (``x <= 0.1`` of an f32 0.1 is true;
+    IREE compared it to 0.1 unrounded: false, and ``threshold(x, 0.1, v)`` kept x)."""
 
     def decomposition(x, other):
         if isinstance(other, torch.Tensor) and torch.bool in (x.dtype, other.dtype):
@@ -217,12 +219,35 @@ def _compared_to_a_number(op: torch._ops.OpOverload) -> Callable:
         if not _is_number(other):
             return NotImplemented
         if x.dtype.is_floating_point:
-            return NotImplemented if isinstance(other, float) else op(x, float(other))
+            number = _in_type(other, x.dtype)
+            if number is None:
+                return NotImplemented if isinstance(other, float) else op(x, float(other))
+            kept = isinstance(other, float) and (number == other or math.isnan(other))
+            return NotImplemented if kept else op(x, number)
         if x.dtype == torch.bool or isinstance(other, float):
             return op(x.to(torch.result_type(x, other)), other)
         return NotImplemented
 
     return decomposition
+
+
+def _in_type(number: float | int | bool, dtype: torch.dtype) -> float | None:
+    """``number`` rounded to the float type ``dtype`` as PyTorch converts a number (an
+    integer directly, a float through f32 to a half type), as a Python float; None for a
+    type not handled here. (No tensor: a decomposition's constant would be traced.)"""
+    if dtype == torch.float64:
+        return float(number)
+    if dtype not in (torch.float32, *_HALF):
+        return None
+    with np.errstate(over="ignore"):
+        single = np.float32(np.int64(number) if isinstance(number, int) else number)
+        if dtype == torch.float16:
+            return float(np.float16(single))
+    if dtype == torch.bfloat16 and not np.isnan(single):  # to nearest, ties to even
+        bits = int(single.view(np.uint32))
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
+        single = np.uint32(bits & 0xFFFFFFFF).view(np.float32)
+    return float(single)
 
 
 # pi/2 as four pieces of 6 significant bits (k * piece is exact for |k| < 2**18) and
@@ -310,23 +335,107 @@ def _negated(x):
     return torch.zeros_like(x) - x
 
 
-def _clamped_in_result_type(op: torch._ops.OpOverload) -> Callable:
-    """``clamp`` (and ``clamp_min``, ``clamp_max``) of a tensor whose bounds promote it (an
-    integer tensor between floats, a bool one between ints): the tensor cast to PyTorch's
-    result type first. IREE 3.13 compared an integer with a float bound (a verifier error
-    from its lowering: ``'arith.cmpf' op operand #0 must be floating-point-like``)."""
+def _clamped(op: torch._ops.OpOverload) -> Callable:
+    """``clamp`` (and ``clamp_min``, ``clamp_max``) in PyTorch's result type,
+    a NaN kept. IREE 3.13 compared an integer with a float bound (a verifier error: ``'arith.
+    cmpf' op operand #0 must be floating-point-like``): a tensor its bounds promote (an
+    integer between floats, a bool between ints) is cast to the result type first. Of
+    floats, torch-mlir lowers the clamp as ``select(x < lo unordered, lo, x)``, which turns a
+    NaN into the bound (``clamp(nan, -1, 1)`` was -1, ``relu6(nan)`` 6): each bound is
+    ``where(x < lo, lo, x)`` here (an ordered compare keeps x), a NaN bound giving NaN."""
 
     def decomposition(x, *bounds):
         present = [b for b in bounds if b is not None]
         dtype = x.dtype
         for bound in present:
             dtype = torch.promote_types(dtype, torch.result_type(x, bound))
-        if dtype == x.dtype:
-            return NotImplemented
-        cast = [b.to(dtype) if isinstance(b, torch.Tensor) else b for b in bounds]
-        return op(x.to(dtype), *cast)
+        if not dtype.is_floating_point:
+            if dtype == x.dtype:
+                return NotImplemented
+            cast = [b.to(dtype) if isinstance(b, torch.Tensor) else b for b in bounds]
+            return op(x.to(dtype), *cast)
+        if op.overloadpacket is aten.clamp:
+            lower, upper = (*bounds, None)[:2]
+        elif op.overloadpacket is aten.clamp_min:
+            lower, upper = bounds[0], None
+        else:
+            lower, upper = None, bounds[0]
+        return _between(x.to(dtype), lower, upper, dtype)
 
     return decomposition
+
+
+def _between(x: torch.Tensor, lower, upper, dtype: torch.dtype) -> torch.Tensor:
+    if lower is not None:
+        x = _at_least(x, lower, dtype)
+    if upper is not None:
+        x = _at_most(x, upper, dtype)
+    return x
+
+
+_keeping_extremum = False  # set while ``_larger_or_nan`` traces: its op stays IREE's
+
+
+def _larger_or_nan(op: Callable, x: torch.Tensor, bound, dtype: torch.dtype) -> torch.Tensor:
+    """``op(bound, x)`` (``maximum`` or ``minimum``) with x's NaN kept: torch-mlir lowers
+    ``maximum(a, b)`` as ``select(a > b, a, b)``, one elementwise op that gives b where
+    either is NaN, so the bound goes first and a NaN of x comes through (equal values give
+    x, as PyTorch's clamp and ``maximum(x, b)`` do: -0.0 stays -0.0 against 0.0). A NaN of a
+    tensor bound is kept by a select of its own (folded away for a constant bound, so a
+    clamped score stays one op of the score chain)."""
+    global _keeping_extremum
+    number = not isinstance(bound, torch.Tensor)
+    if number and math.isnan(bound):
+        return torch.full_like(x, math.nan)
+    bound = torch.full((), bound, dtype=dtype) if number else bound.to(dtype)
+    _keeping_extremum = True
+    try:
+        y = op(bound, x)
+    finally:
+        _keeping_extremum = False
+    return y if number else torch.where(bound != bound, bound, y)
+
+
+def _at_least(x: torch.Tensor, bound, dtype: torch.dtype) -> torch.Tensor:
+    return _larger_or_nan(torch.maximum, x, bound, dtype)
+
+
+def _at_most(x: torch.Tensor, bound, dtype: torch.dtype) -> torch.Tensor:
+    return _larger_or_nan(torch.minimum, x, bound, dtype)
+
+
+def _extremum(at: Callable) -> Callable:
+    """``maximum`` and ``minimum`` (``torch.max(a, b)``) of floats, a NaN on either side
+    kept (see ``_larger_or_nan``): torch-mlir's ``select(a > b, a, b)`` gave b for a NaN a.
+    Integers keep the op (NotImplemented)."""
+
+    def decomposition(a, b):
+        dtype = torch.result_type(a, b)
+        if _keeping_extremum or not dtype.is_floating_point:
+            return NotImplemented
+        return at(a.to(dtype), b, dtype)
+
+    return decomposition
+
+
+def _hardtanh(x, min_val=-1.0, max_val=1.0):
+    """``hardtanh`` (``relu6``) of floats as ``clamp`` is: torch-mlir's lowering turned a
+    NaN into a bound (``relu6(nan)`` was 6). Integers keep the op."""
+    if not x.dtype.is_floating_point:
+        return NotImplemented
+    return _between(x, min_val, max_val, x.dtype)
+
+
+def _relu6(x):
+    return _hardtanh(x, 0.0, 6.0)
+
+
+def _threshold(x, threshold, value):
+    """``threshold`` of floats as PyTorch's kernel has it, ``x <= threshold ? value : x``:
+    torch-mlir's lowering gave the value for a NaN. Integers keep the op."""
+    if not x.dtype.is_floating_point:
+        return NotImplemented
+    return torch.where(x <= threshold, torch.full((), value, dtype=x.dtype), x)
 
 
 def _floor_divided(x, other):
@@ -943,7 +1052,7 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.log10.default: _log10,
     aten.neg.default: _negated,
     **{
-        op: _clamped_in_result_type(op)
+        op: _clamped(op)
         for op in (
             aten.clamp.default,
             aten.clamp.Tensor,
@@ -953,6 +1062,13 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
             aten.clamp_max.Tensor,
         )
     },
+    aten.hardtanh.default: _hardtanh,
+    aten.relu6.default: _relu6,
+    aten.threshold.default: _threshold,
+    aten.maximum.default: _extremum(_at_least),
+    aten.max.other: _extremum(_at_least),
+    aten.minimum.default: _extremum(_at_most),
+    aten.min.other: _extremum(_at_most),
     aten.div.Tensor_mode: _divided_with_rounding,
     aten.div.Scalar_mode: _divided_with_rounding,
     aten.floor_divide.default: _floor_divided,

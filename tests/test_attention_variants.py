@@ -230,7 +230,7 @@ def test_a_window_mask_added_through_a_view_of_the_scores(attention: str) -> Non
         (_FactorAfterTheMask(), "multiplied by a tensor after a mask or softcap"),
         (_KeysSplitInAView(16, 16), "the scores are viewed with the key dim split"),
         (ScoresReturned(), "is also used by"),
-        (_ClampedScores(), "the score is clamped at -5"),
+        (_ClampedScores(), "the score is clamped at 5"),
         (_FilledProbabilities(), "the probabilities pass through linalg.generic (arith.select)"),
         (_NanToNumProbabilities(), "the probabilities pass through linalg.generic (arith.select)"),
     ],

@@ -422,6 +422,50 @@ def test_a_clamp_whose_bounds_promote_the_tensor_matches_pytorch() -> None:
         assert got.dtype == want.dtype and torch.equal(got, want), (got, want)
 
 
+class _ClampsOfNaN(torch.nn.Module):
+    """Every op that bounds a float, fed NaN, signed zeros and infinities; a bound that is
+    a tensor with a NaN in it; a half tensor against a float one."""
+
+    def forward(self, x, y):
+        F = torch.nn.functional  # noqa: N806
+        bounded = x.clamp(-1.0, 1.0), x.clamp_min(0.5), x.clamp_max(-0.5), x.clamp(min=y)
+        activations = F.hardtanh(x, -0.5, 0.25), F.relu6(x), F.hardswish(x)
+        pairs = torch.maximum(x, y), torch.minimum(y, x), torch.max(x, torch.tensor(0.0))
+        return *bounded, *activations, *pairs, F.threshold(x, 0.1, 20.0), x.half().clamp(-1, 2)
+
+
+def test_clamps_and_extrema_keep_a_nan_as_pytorch_does() -> None:
+    """torch-mlir lowers ``clamp``, ``hardtanh``, ``relu6`` and ``threshold`` with an
+    unordered compare and ``maximum``/``minimum`` as ``select(a > b, a, b)``: a NaN came
+    out as the bound (``relu6(nan)`` was 6, ``maximum(nan, 0)`` 0)."""
+    nan, inf = math.nan, math.inf
+    x = torch.tensor([nan, 2.0, -3.0, 0.25, inf, -inf, 0.7, nan, -0.0, 0.0, 0.1, 3.0])
+    y = torch.tensor([1.0, nan, 0.0, 0.5, nan, 2.0, -1.0, nan, 0.0, -0.0, 0.2, -inf])
+    run = fc.load(fc.compile(_ClampsOfNaN(), (x, y), target="cpu"))
+    for got, want in zip(run(x, y), _ClampsOfNaN()(x, y), strict=True):
+        assert got.dtype == want.dtype, (got, want)
+        # NaNs where PyTorch has them; every other value, the sign of a zero included
+        nans = want.isnan()
+        assert torch.equal(got.isnan(), nans), (got, want)
+        torch.testing.assert_close(got[~nans], want[~nans], rtol=1e-6, atol=0)  # hardswish
+        assert torch.equal(got[~nans].signbit(), want[~nans].signbit()), (got, want)
+
+
+class _ComparedToNumbers(torch.nn.Module):
+    def forward(self, x):
+        h, b = x.half(), x.bfloat16()
+        return x <= 0.1, x > 0.1, x == 16777217, h < 1e5, h >= 0.1, b == 0.1, b != 1 / 3
+
+
+def test_a_float_compared_to_a_number_rounds_the_number_to_its_type() -> None:
+    """PyTorch compares a float tensor to a number rounded to the tensor's type (an f32
+    0.1 is ``<= 0.1``); IREE 3.13 compared it unrounded."""
+    x = torch.tensor([0.1, 0.2, 0.05, 16777216.0, 65504.0, math.inf, 1 / 3, -0.0])
+    run = fc.load(fc.compile(_ComparedToNumbers(), (x,), target="cpu"))
+    for got, want in zip(run(x), _ComparedToNumbers()(x), strict=True):
+        assert torch.equal(got, want), (got, want)
+
+
 class _NumbersFirst(torch.nn.Module):
     """Numbers as the first operand, integers wider than the tensor's type in a bitwise
     op, and a constant of signed zeros."""
