@@ -107,11 +107,24 @@ def _accumulated_in_f32(op: torch._ops.OpOverload) -> Callable:
     return decomposition
 
 
+def _norm_in_f32(x, *args, dtype=None, **kwargs):
+    """``linalg.vector_norm`` of fp16 or bf16 computed in f32, as PyTorch computes it: in
+    fp16 IREE 3.13 squared 300 to inf and 1e-4 to 0 (``norm([300, 300])`` was inf)."""
+    if dtype is not None or x.dtype not in _HALF:
+        return NotImplemented
+    return aten.linalg_vector_norm.default(x.float(), *args, **kwargs).to(x.dtype)
+
+
 def _log_softmax_in_f32(x, dim, dtype=None):
     """log_softmax of fp16 or bf16 computed in f32, as PyTorch computes it (in fp16 IREE
-    3.13's sum of the exponentials over 32768 values was 8% off)."""
-    if x.dtype not in _HALF or dtype is not None:
+    3.13's sum of the exponentials over 32768 values was 8% off); with a ``dtype``, of x
+    cast to it first (IREE 3.13 failed to lower the argument)."""
+    if dtype is not None:
+        x = x.to(dtype)
+    elif x.dtype not in _HALF:
         return NotImplemented
+    if x.dtype not in _HALF:
+        return aten._log_softmax.default(x, dim, False)
     return aten._log_softmax.default(x.float(), dim, False).to(x.dtype)
 
 
@@ -901,6 +914,129 @@ def _top_by_rounds(x, k, dim, largest):
     return torch.cat(values, dim), torch.cat(indices, dim)
 
 
+_kept: set = set()  # ops whose decomposition below is tracing them: they stay as they are
+
+
+def _as_is(op: torch._ops.OpOverload, *args, **kwargs):
+    """``op`` itself, traced while its own decomposition (which returns NotImplemented
+    for an op in ``_kept``) would otherwise apply again."""
+    _kept.add(op)
+    try:
+        return op(*args, **kwargs)
+    finally:
+        _kept.discard(op)
+
+
+def _indices_wrapped(x, indices, values, accumulate=False):
+    """``index_put`` with negative positions counted from the end, as PyTorch counts them:
+    IREE 3.13's scatter took -1 as it is and wrote outside the tensor (the element
+    stayed, and the process could crash later). Of bools, an accumulating put is a
+    logical or, as PyTorch's is (IREE added them as 1-bit integers: True + True was
+    False). A mask among the indices keeps the op."""
+    if aten.index_put.default in _kept:
+        return NotImplemented
+    if any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices):
+        return NotImplemented
+    wrapped = [
+        None if i is None else torch.where(i < 0, i + x.shape[d], i) for d, i in enumerate(indices)
+    ]
+    if x.dtype == torch.bool and accumulate:
+        ored = _as_is(aten.index_put.default, x.int(), wrapped, values.int(), True)
+        return ored != 0
+    return _as_is(aten.index_put.default, x, wrapped, values, accumulate)
+
+
+def _bools_or_ed(op: torch._ops.OpOverload) -> Callable:
+    """``scatter_add`` (and ``scatter_reduce`` with ``sum``) of bools as PyTorch has them,
+    a logical or: IREE 3.13 added them as 1-bit integers (True + True was False)."""
+
+    def decomposition(x, dim, index, src, *args, **kwargs):
+        if x.dtype != torch.bool or (args and args[0] != "sum"):
+            return NotImplemented
+        return op(x.int(), dim, index, src.int(), *args, **kwargs) != 0
+
+    return decomposition
+
+
+def _selected_from_the_start(x, src, dim, index):
+    """``select_scatter`` (``y[-1] = v``) at a negative position counted from the end: IREE
+    3.13 wrote nothing (the position was taken as it is)."""
+    if index >= 0:
+        return NotImplemented
+    return aten.select_scatter.default(x, src, dim, index + x.shape[dim])
+
+
+def _rolled(x, shifts, dims=()):
+    """``roll`` with each shift reduced modulo its dim's size, and without dims over the
+    flattened tensor, as PyTorch rolls: IREE 3.13 took a shift of size + 1 as no shift,
+    and failed to compile a shift below -size and a roll without dims."""
+    if aten.roll.default in _kept:
+        return NotImplemented
+    shifts = list(shifts) if isinstance(shifts, (list, tuple)) else [shifts]
+    dims = list(dims) if isinstance(dims, (list, tuple)) else [dims]
+    if not dims:
+        return _rolled(x.flatten(), shifts, [0]).view(x.shape)
+    reduced = [s % x.shape[d] if x.shape[d] else s for s, d in zip(shifts, dims, strict=True)]
+    return _as_is(aten.roll.default, x, reduced, dims)
+
+
+def _nan_first(op: torch._ops.OpOverload) -> Callable:
+    """``argmax``/``argmin`` and the indices of ``max``/``min`` along a dim of floats with
+    a NaN counted the largest and the smallest, as PyTorch counts it (the first NaN's
+    index): IREE 3.13's compare skipped it. Other types keep the op."""
+
+    def decomposition(x, dim=None, keepdim=False):
+        if op in _kept or not x.dtype.is_floating_point:
+            return NotImplemented
+        found = _as_is(op, x, dim, keepdim) if dim is not None else _as_is(op, x)
+        index = found[1] if isinstance(found, tuple) else found
+        nan = x.isnan()
+        if dim is None:
+            nan = nan.flatten()
+        axis = 0 if dim is None else dim
+        first_nan = torch.argmax(nan.to(torch.int32), axis, keepdim=keepdim and dim is not None)
+        index = torch.where(nan.any(axis, keepdim=keepdim and dim is not None), first_nan, index)
+        return (found[0], index) if isinstance(found, tuple) else index
+
+    return decomposition
+
+
+def _spread(op: torch._ops.OpOverload) -> Callable:
+    """``var`` and ``std`` with a correction above the count of values: PyTorch divides by
+    ``max(0, count - correction)`` (inf), IREE 3.13 by the negative difference."""
+
+    def decomposition(x, dim=None, *, correction=None, keepdim=False):
+        dims = range(x.dim()) if dim is None or len(dim) == 0 else dim
+        count = math.prod(x.shape[d] for d in dims)
+        if correction is None or not isinstance(count, int) or correction <= count:
+            return NotImplemented
+        return op(x, dim, correction=count, keepdim=keepdim)
+
+    return decomposition
+
+
+def _same_type(op: torch._ops.OpOverload) -> Callable:
+    """``cat``, ``stack`` and ``where`` of tensors of several types with each operand cast to the
+    result's type first: IREE 3.13 crashed (a segfault) on a bool among 8-bit integers."""
+
+    def decomposition(*args, **kwargs):
+        if op is aten.where.self:
+            cond, a, b = args
+            dtype = torch.result_type(a, b)
+            if a.dtype == dtype and b.dtype == dtype:
+                return NotImplemented
+            return op(cond, a.to(dtype), b.to(dtype))
+        tensors, *rest = args
+        dtype = tensors[0].dtype
+        for t in tensors[1:]:
+            dtype = torch.promote_types(dtype, t.dtype)
+        if all(t.dtype == dtype for t in tensors):
+            return NotImplemented
+        return op([t.to(dtype) for t in tensors], *rest, **kwargs)
+
+    return decomposition
+
+
 _FEW_SCATTERED = 16  # positions per slice up to which a scatter is compared, not indexed
 
 
@@ -1032,6 +1168,7 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
         )
     },
     aten.log_softmax.int: _log_softmax_in_f32,
+    aten.linalg_vector_norm.default: _norm_in_f32,
     aten.avg_pool2d.default: _avg_pool2d_ceil,
     aten.max_pool2d.default: _max_pool2d_ceil,
     aten.max_pool2d_with_indices.default: _max_pool2d_with_indices_ceil,
@@ -1091,6 +1228,20 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.median.dim: _median_dim,
     aten.median.default: _median,
     aten.scatter.src: _scatter_by_compare,
+    aten.index_put.default: _indices_wrapped,
+    aten.scatter_add.default: _bools_or_ed(aten.scatter_add.default),
+    aten.scatter_reduce.two: _bools_or_ed(aten.scatter_reduce.two),
+    aten.select_scatter.default: _selected_from_the_start,
+    aten.roll.default: _rolled,
+    aten.argmax.default: _nan_first(aten.argmax.default),
+    aten.argmin.default: _nan_first(aten.argmin.default),
+    aten.max.dim: _nan_first(aten.max.dim),
+    aten.min.dim: _nan_first(aten.min.dim),
+    aten.var.correction: _spread(aten.var.correction),
+    aten.std.correction: _spread(aten.std.correction),
+    aten.cat.default: _same_type(aten.cat.default),
+    aten.stack.default: _same_type(aten.stack.default),
+    aten.where.self: _same_type(aten.where.self),
     aten.scatter.value: _scatter_by_compare,
     aten.__and__.Tensor: _bitwise(torch.bitwise_and),
     aten.__and__.Scalar: _bitwise(torch.bitwise_and),

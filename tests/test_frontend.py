@@ -466,6 +466,59 @@ def test_a_float_compared_to_a_number_rounds_the_number_to_its_type() -> None:
         assert torch.equal(got, want), (got, want)
 
 
+class _FromTheEnd(torch.nn.Module):
+    def forward(self, x, i, v):
+        y = x.clone()
+        y[-1] = 5.0  # select_scatter at -1
+        z = x.clone()
+        z[:, -2] = v[:, 0]
+        puts = torch.index_put(x, (i,), v), torch.index_put(x, (i, i.flip(0)), v[:, 0], True)
+        rolls = x.roll(7, 0), x.roll(-9, 1), x.roll(1), x.roll((1, -6), (0, 1))
+        return y, z, *puts, *rolls
+
+
+def test_positions_from_the_end_and_long_rolls_match_pytorch() -> None:
+    """A negative index in ``index_put`` was written outside the tensor (the element kept,
+    and the process could crash later), ``y[-1] = v`` wrote nothing, and a roll by more
+    than the dim's size was no roll (or did not compile, as a roll without dims)."""
+    x, i, v = torch.randn(3, 4), torch.tensor([-1, 0, -3]), torch.randn(3, 4)
+    run = fc.load(fc.compile(_FromTheEnd(), (x, i, v), target="cpu"))
+    fresh = torch.randn(3, 4), torch.tensor([1, -2, -1]), torch.randn(3, 4)
+    for got, want in zip(run(*fresh), _FromTheEnd()(*fresh), strict=True):
+        assert torch.equal(got, want), (got, want)
+
+
+class _NaNsAndBools(torch.nn.Module):
+    def forward(self, x, bits, at):
+        indices = x.argmax(), x.argmin(1), x.max(1).indices, x.min(0, keepdim=True).indices
+        ors = torch.scatter_add(bits, 0, at, bits), torch.index_put(bits, (at,), bits, True)
+        types = torch.cat([bits.to(torch.uint8), bits]), torch.where(bits, bits, at.to(torch.int8))
+        spreads = x.var(1, correction=5), x.std(correction=20)
+        h = x.half() * 300
+        halves = torch.linalg.vector_norm(h, dim=1), torch.log_softmax(h, 1, dtype=torch.float32)
+        stacked = torch.stack([at.to(torch.int8), bits])
+        return *indices, *ors, *types, stacked, *spreads, *halves
+
+
+def test_nans_bools_and_reductions_match_pytorch() -> None:
+    """The first NaN is the largest and the smallest value for ``argmax``/``argmin`` and
+    the indices of ``max``/``min`` (IREE skipped it); bools accumulate as a logical or
+    (IREE added them as 1-bit integers); a bool among 8-bit integers in ``cat``, ``stack``
+    and ``where`` crashed the compiler; a variance with a correction above the count
+    divided by a negative; an fp16 norm squared 300 to inf; ``log_softmax`` with a dtype
+    did not lower."""
+    nan = math.nan
+    x = torch.tensor([[1.0, nan, 3.0, 0.5], [2.0, 1.0, -1.0, nan], [0.0, 4.0, 4.0, -2.0]])
+    bits, at = torch.tensor([True, False, False]), torch.tensor([0, 1, 1])
+    run = fc.load(fc.compile(_NaNsAndBools(), (x, bits, at), target="cpu"))
+    for got, want in zip(run(x, bits, at), _NaNsAndBools()(x, bits, at), strict=True):
+        assert got.dtype == want.dtype, (got, want)
+        if got.is_floating_point():
+            torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-3, atol=0)
+        else:
+            assert torch.equal(got, want), (got, want)
+
+
 class _NumbersFirst(torch.nn.Module):
     """Numbers as the first operand, integers wider than the tensor's type in a bitwise
     op, and a constant of signed zeros."""
