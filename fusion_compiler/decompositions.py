@@ -462,7 +462,7 @@ def _floor_divided(x, other):
         return NotImplemented
     dtype = torch.result_type(x, other)
     if not dtype.is_floating_point:
-        return NotImplemented
+        return _by_a_wrapped_number(torch.floor_divide, x, other)
     computed = _computed_in(dtype)
     # operands in the result's type first, as PyTorch's kernels take them; a number or a
     # 0-d tensor divisor as written
@@ -512,7 +512,27 @@ def _divided_with_rounding(x, other, *, rounding_mode=None):
     as a quotient by a number (``_by_a_number_in_f32``)."""
     if rounding_mode == "floor":
         return _floor_divided(x, other)
+    if rounding_mode == "trunc" and not torch.result_type(x, other).is_floating_point:
+        return _by_a_wrapped_number(torch.div, x, other, rounding_mode="trunc")
     return _QUOTIENT_BY_A_NUMBER(x, other, rounding_mode=rounding_mode)
+
+
+def _by_a_wrapped_number(op: Callable, x, other, **kwargs):
+    """``op`` of an integer tensor and an integer number outside its type's range with the
+    number wrapped to the type, as PyTorch wraps it (``uint8 // -3`` divides by 253;
+    IREE 3.13 divided by -3). NotImplemented otherwise."""
+    if not isinstance(x, torch.Tensor) or isinstance(other, bool) or not isinstance(other, int):
+        return NotImplemented
+    if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
+        return NotImplemented
+    wrapped = _wrapped(other, x.dtype)
+    return NotImplemented if wrapped == other else op(x, wrapped, **kwargs)
+
+
+def _remainder(x, other):
+    """``x % n`` of an integer tensor by a number outside its type's range: see
+    ``_by_a_wrapped_number``. Other remainders keep the op."""
+    return _by_a_wrapped_number(torch.remainder, x, other)
 
 
 _QUOTIENT_BY_A_NUMBER = _by_a_number_in_f32(aten.div.Tensor_mode)
@@ -1210,6 +1230,7 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.div.Scalar_mode: _divided_with_rounding,
     aten.floor_divide.default: _floor_divided,
     aten.floor_divide.Scalar: _floor_divided,
+    aten.remainder.Scalar: _remainder,
     aten.fmod.Tensor: _fmod,
     aten.fmod.Scalar: _fmod,
     aten.pow.Tensor_Scalar: _power,

@@ -519,6 +519,26 @@ def test_nans_bools_and_reductions_match_pytorch() -> None:
             assert torch.equal(got, want), (got, want)
 
 
+class _ByWrappedNumbers(torch.nn.Module):
+    def forward(self, u, i, j):
+        quotients = u // -3, u // 300, torch.div(u, -200, rounding_mode="trunc"), i // 200
+        remainders = u % -3, i % 200, j % -200
+        return *quotients, *remainders, j // (2**40 + 5), u // 7
+
+
+def test_integers_by_numbers_outside_their_type_match_pytorch() -> None:
+    """PyTorch divides an integer tensor by a number wrapped to the tensor's type (``uint8
+    // -3`` divides by 253); IREE 3.13 divided by the number as written."""
+    args = (
+        torch.tensor([7, 200, 0, 255], dtype=torch.uint8),
+        torch.tensor([7, -100, 127, -128], dtype=torch.int8),
+        torch.tensor([7, 100, -5, 2**31 - 1], dtype=torch.int32),
+    )
+    run = fc.load(fc.compile(_ByWrappedNumbers(), args, target="cpu"))
+    for got, want in zip(run(*args), _ByWrappedNumbers()(*args), strict=True):
+        assert torch.equal(got, want), (got, want)
+
+
 class _NumbersFirst(torch.nn.Module):
     """Numbers as the first operand, integers wider than the tensor's type in a bitwise
     op, and a constant of signed zeros."""
