@@ -49,6 +49,19 @@ def _wrapped(value: int, dtype: torch.dtype) -> int | bool:
     return value
 
 
+_kept: set = set()  # ops whose decomposition below is tracing them: they stay as they are
+
+
+def _as_is(op: torch._ops.OpOverload, *args, **kwargs):
+    """``op`` itself, traced while its own decomposition (which returns NotImplemented
+    for an op in ``_kept``) would otherwise apply again."""
+    _kept.add(op)
+    try:
+        return op(*args, **kwargs)
+    finally:
+        _kept.discard(op)
+
+
 # Operators with a definition in the torch dialect but no lowering in IREE 3.13, which
 # PyTorch decomposes into ones with one. (Operators the torch dialect does not define at
 # all are decomposed by the front end when PyTorch defines them by composition.)
@@ -354,8 +367,8 @@ def _clamped(op: torch._ops.OpOverload) -> Callable:
     cmpf' op operand #0 must be floating-point-like``): a tensor its bounds promote (an
     integer between floats, a bool between ints) is cast to the result type first. Of
     floats, torch-mlir lowers the clamp as ``select(x < lo unordered, lo, x)``, which turns a
-    NaN into the bound (``clamp(nan, -1, 1)`` was -1, ``relu6(nan)`` 6): each bound is
-    ``where(x < lo, lo, x)`` here (an ordered compare keeps x), a NaN bound giving NaN."""
+    NaN into the bound (``clamp(nan, -1, 1)`` was -1, ``relu6(nan)`` 6): here each bound is
+    a ``maximum``/``minimum`` with the bound first (``_bounded``), a NaN bound giving NaN."""
 
     def decomposition(x, *bounds):
         present = [b for b in bounds if b is not None]
@@ -386,45 +399,37 @@ def _between(x: torch.Tensor, lower, upper, dtype: torch.dtype) -> torch.Tensor:
     return x
 
 
-_keeping_extremum = False  # set while ``_larger_or_nan`` traces: its op stays IREE's
-
-
-def _larger_or_nan(op: Callable, x: torch.Tensor, bound, dtype: torch.dtype) -> torch.Tensor:
+def _bounded(op: torch._ops.OpOverload, x: torch.Tensor, bound, dtype) -> torch.Tensor:
     """``op(bound, x)`` (``maximum`` or ``minimum``) with x's NaN kept: torch-mlir lowers
     ``maximum(a, b)`` as ``select(a > b, a, b)``, one elementwise op that gives b where
     either is NaN, so the bound goes first and a NaN of x comes through (equal values give
     x, as PyTorch's clamp and ``maximum(x, b)`` do: -0.0 stays -0.0 against 0.0). A NaN of a
     tensor bound is kept by a select of its own (folded away for a constant bound, so a
     clamped score stays one op of the score chain)."""
-    global _keeping_extremum
     number = not isinstance(bound, torch.Tensor)
     if number and math.isnan(bound):
         return torch.full_like(x, math.nan)
     bound = torch.full((), bound, dtype=dtype) if number else bound.to(dtype)
-    _keeping_extremum = True
-    try:
-        y = op(bound, x)
-    finally:
-        _keeping_extremum = False
+    y = _as_is(op, bound, x)
     return y if number else torch.where(bound != bound, bound, y)
 
 
 def _at_least(x: torch.Tensor, bound, dtype: torch.dtype) -> torch.Tensor:
-    return _larger_or_nan(torch.maximum, x, bound, dtype)
+    return _bounded(aten.maximum.default, x, bound, dtype)
 
 
 def _at_most(x: torch.Tensor, bound, dtype: torch.dtype) -> torch.Tensor:
-    return _larger_or_nan(torch.minimum, x, bound, dtype)
+    return _bounded(aten.minimum.default, x, bound, dtype)
 
 
-def _extremum(at: Callable) -> Callable:
+def _extremum(op: torch._ops.OpOverload, at: Callable) -> Callable:
     """``maximum`` and ``minimum`` (``torch.max(a, b)``) of floats, a NaN on either side
-    kept (see ``_larger_or_nan``): torch-mlir's ``select(a > b, a, b)`` gave b for a NaN a.
+    kept (see ``_bounded``): torch-mlir's ``select(a > b, a, b)`` gave b for a NaN a.
     Integers keep the op (NotImplemented)."""
 
     def decomposition(a, b):
         dtype = torch.result_type(a, b)
-        if _keeping_extremum or not dtype.is_floating_point:
+        if op in _kept or not dtype.is_floating_point:
             return NotImplemented
         return at(a.to(dtype), b, dtype)
 
@@ -444,11 +449,13 @@ def _relu6(x):
 
 
 def _threshold(x, threshold, value):
-    """``threshold`` of floats as PyTorch's kernel has it, ``x <= threshold ? value : x``:
-    torch-mlir's lowering gave the value for a NaN. Integers keep the op."""
+    """``threshold`` of floats as PyTorch's kernel has it, ``x <= threshold ? value : x``,
+    a half type compared in f32 (the threshold not rounded to it): torch-mlir's lowering
+    gave the value for a NaN. Integers keep the op."""
     if not x.dtype.is_floating_point:
         return NotImplemented
-    return torch.where(x <= threshold, torch.full((), value, dtype=x.dtype), x)
+    below = (x.float() if x.dtype in _HALF else x) <= threshold
+    return torch.where(below, torch.full((), value, dtype=x.dtype), x)
 
 
 def _floor_divided(x, other):
@@ -934,19 +941,6 @@ def _top_by_rounds(x, k, dim, largest):
     return torch.cat(values, dim), torch.cat(indices, dim)
 
 
-_kept: set = set()  # ops whose decomposition below is tracing them: they stay as they are
-
-
-def _as_is(op: torch._ops.OpOverload, *args, **kwargs):
-    """``op`` itself, traced while its own decomposition (which returns NotImplemented
-    for an op in ``_kept``) would otherwise apply again."""
-    _kept.add(op)
-    try:
-        return op(*args, **kwargs)
-    finally:
-        _kept.discard(op)
-
-
 def _indices_wrapped(x, indices, values, accumulate=False):
     """``index_put`` with negative positions counted from the end, as PyTorch counts them:
     IREE 3.13's scatter took -1 as it is and wrote outside the tensor (the element
@@ -978,7 +972,7 @@ def _bools_or_ed(op: torch._ops.OpOverload) -> Callable:
     return decomposition
 
 
-def _selected_from_the_start(x, src, dim, index):
+def _selected_from_the_end(x, src, dim, index):
     """``select_scatter`` (``y[-1] = v``) at a negative position counted from the end: IREE
     3.13 wrote nothing (the position was taken as it is)."""
     if index >= 0:
@@ -1008,14 +1002,14 @@ def _nan_first(op: torch._ops.OpOverload) -> Callable:
     def decomposition(x, dim=None, keepdim=False):
         if op in _kept or not x.dtype.is_floating_point:
             return NotImplemented
-        found = _as_is(op, x, dim, keepdim) if dim is not None else _as_is(op, x)
+        found = _as_is(op, x, dim, keepdim)
         index = found[1] if isinstance(found, tuple) else found
-        nan = x.isnan()
-        if dim is None:
-            nan = nan.flatten()
+        nan = x.isnan() if dim is not None else x.isnan().flatten()
         axis = 0 if dim is None else dim
-        first_nan = torch.argmax(nan.to(torch.int32), axis, keepdim=keepdim and dim is not None)
-        index = torch.where(nan.any(axis, keepdim=keepdim and dim is not None), first_nan, index)
+        first_nan = torch.argmax(nan.to(torch.int32), axis, keepdim=keepdim)
+        index = torch.where(nan.any(axis, keepdim=keepdim), first_nan, index)
+        if dim is None and keepdim:  # over every element: one index, kept in every dim
+            index = index.reshape([1] * x.dim())
         return (found[0], index) if isinstance(found, tuple) else index
 
     return decomposition
@@ -1222,10 +1216,10 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.hardtanh.default: _hardtanh,
     aten.relu6.default: _relu6,
     aten.threshold.default: _threshold,
-    aten.maximum.default: _extremum(_at_least),
-    aten.max.other: _extremum(_at_least),
-    aten.minimum.default: _extremum(_at_most),
-    aten.min.other: _extremum(_at_most),
+    aten.maximum.default: _extremum(aten.maximum.default, _at_least),
+    aten.max.other: _extremum(aten.max.other, _at_least),
+    aten.minimum.default: _extremum(aten.minimum.default, _at_most),
+    aten.min.other: _extremum(aten.min.other, _at_most),
     aten.div.Tensor_mode: _divided_with_rounding,
     aten.div.Scalar_mode: _divided_with_rounding,
     aten.floor_divide.default: _floor_divided,
@@ -1252,7 +1246,7 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.index_put.default: _indices_wrapped,
     aten.scatter_add.default: _bools_or_ed(aten.scatter_add.default),
     aten.scatter_reduce.two: _bools_or_ed(aten.scatter_reduce.two),
-    aten.select_scatter.default: _selected_from_the_start,
+    aten.select_scatter.default: _selected_from_the_end,
     aten.roll.default: _rolled,
     aten.argmax.default: _nan_first(aten.argmax.default),
     aten.argmin.default: _nan_first(aten.argmin.default),

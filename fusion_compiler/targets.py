@@ -153,10 +153,10 @@ _EMPTY = "fusion-fold-empty"
 _SLICES = "fusion-gather-slices"
 # Attention found, every mask of it (SDPA's boolean ones too) additive, empty ones folded.
 _DETECT = ("fusion-detect-attention", *_CLEANUP, "fusion-additive-mask", _EMPTY, _SLICES)
-# llvm-cpu cannot link a conversion of an integer to bf16: made through f32 (as PyTorch
-# rounds it), on the CPU only (the GPU targets convert directly), and last: the integer
-# ops it writes would hide a bf16 scale constant from detection.
-_CPU_BF16 = "fusion-bf16-via-f32"
+# llvm-cpu cannot link a conversion of an integer to bf16, and llvm-cpu and CUDA drop a
+# rounding to bf16 extended again in its dispatch: rounded in integer ops (as PyTorch
+# rounds), last: the integer ops it writes would hide a bf16 scale constant from detection.
+_BF16 = "fusion-bf16-via-f32"
 # llvm-cpu keeps the rows of a producer fused into a reduction's dispatch, and read there
 # by more than one op, on the stack, with no bound over a dynamic extent: such a
 # reduction (a softmax's, a log-softmax's) reads its input from memory.
@@ -183,7 +183,7 @@ DEFAULT_PIPELINES: dict[str, tuple[str, ...]] = {
         _GUARD,
         "fusion-find-softmax",
         _CPU_ROWS,
-        _CPU_BF16,
+        _BF16,
     ),
     "cuda": (
         *_DETECT,
@@ -287,7 +287,7 @@ def pipeline(
             f"unknown attention mode {attention!r}; expected one of: {', '.join(ATTENTION_MODES)}"
         )
     if target == "cpu" and attention in ("auto", "online-softmax"):
-        return [_RESHAPES, *online_softmax_pipeline(*_CPU_BLOCKS), _CPU_ROWS, _CPU_BF16, _PRIVATE]
+        return [_RESHAPES, *online_softmax_pipeline(*_CPU_BLOCKS), _CPU_ROWS, _BF16, _PRIVATE]
     if attention == "online-softmax":
         passes = list(ONLINE_SOFTMAX_PIPELINE)
     elif attention == "auto" and kernel_arch is not None and target == "cuda":
@@ -297,5 +297,6 @@ def pipeline(
         passes = [kernels if p == "fusion-spirv-attention" else p for p in VULKAN_KERNEL_PIPELINE]
     else:
         passes = list(DEFAULT_PIPELINES[target])
-    passes = [_RESHAPES, *passes, _PRIVATE]
-    return passes + [_CALLER_STORAGE] if target == "cuda" else passes
+    if target == "cuda":
+        return [_RESHAPES, *passes, _BF16, _PRIVATE, _CALLER_STORAGE]
+    return [_RESHAPES, *passes, _PRIVATE]

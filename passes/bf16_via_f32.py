@@ -1,4 +1,4 @@
-"""fusion-bf16-via-f32: integer and f64 values become bf16 through f32, as PyTorch rounds them.
+"""fusion-bf16-via-f32: values become bf16 as PyTorch rounds them, in integer ops.
 
 ``x.to(torch.bfloat16)`` of an int64 tensor (ALiBi's distances, positions) reaches
 Linalg as ``arith.sitofp %x : i64 to bf16``. llvm-cpu lowers that conversion to a call
@@ -9,6 +9,12 @@ BFloat16 is built from a float, rounded to nearest even), so ``sitofp``/``uitofp
 bf16 and ``truncf`` from f64 to bf16 in a payload become the same conversion to f32
 and that rounding written in integer ops (arith's canonicalization folds a ``truncf``
 of a ``sitofp`` back into the direct conversion). The result is PyTorch's, bit for bit.
+
+A ``truncf`` from f32 to bf16 is rounded by the same integer ops: llvm-cpu computes
+bf16 values in f32 (``iree-convert-bf16-arith-to-f32``) and so drops a ``truncf`` whose
+result is extended again in the same dispatch: ``h.bfloat16().float()`` of an fp16 h
+kept h's digits (0.30005 for PyTorch's 0.30078). Arithmetic on bf16 values is still
+computed in f32 without rounding each result, as torch.compile computes it.
 
 A bf16 ``dense_resource`` constant small enough for IREE to copy into a dispatch (a
 relative-position bias table) becomes a dense one: llvm-cpu's bf16 emulation retypes
@@ -39,10 +45,8 @@ class Options:
 
 
 def _to_bf16_directly(op: ir.Operation) -> bool:
-    """A scalar sitofp/uitofp to bf16, or truncf from f64 to bf16 (payloads hold them)."""
-    if op.name not in _CONVERSIONS or str(op.results[0].type) != "bf16":
-        return False
-    return op.name != "arith.truncf" or str(op.operands[0].type) == "f64"
+    """A scalar sitofp/uitofp or truncf to bf16 (payloads hold them)."""
+    return op.name in _CONVERSIONS and str(op.results[0].type) == "bf16"
 
 
 def _constant(value: int, type_: ir.Type) -> ir.Value:
@@ -72,12 +76,15 @@ def _round_to_bf16(x: ir.Value) -> ir.Value:
 
 
 def through_f32(op: ir.Operation) -> None:
-    """sitofp %i : i64 to bf16 -> round_to_bf16(sitofp %i : i64 to f32)."""
+    """sitofp %i : i64 to bf16 -> round_to_bf16(sitofp %i : i64 to f32); a truncf from
+    f32 rounded directly."""
     result = op.results[0]
     with ir.InsertionPoint(op), op.location:
         f32 = ir.F32Type.get()
-        wide = ir.Operation.create(op.name, results=[f32], operands=[op.operands[0]])
-        narrow = _round_to_bf16(wide.results[0])
+        source = op.operands[0]
+        if str(source.type) != "f32":
+            source = ir.Operation.create(op.name, results=[f32], operands=[source]).results[0]
+        narrow = _round_to_bf16(source)
     result.replace_all_uses_with(narrow)
     op.erase()
 

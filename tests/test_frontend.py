@@ -453,14 +453,16 @@ def test_clamps_and_extrema_keep_a_nan_as_pytorch_does() -> None:
 
 class _ComparedToNumbers(torch.nn.Module):
     def forward(self, x):
+        F = torch.nn.functional  # noqa: N806
         h, b = x.half(), x.bfloat16()
-        return x <= 0.1, x > 0.1, x == 16777217, h < 1e5, h >= 0.1, b == 0.1, b != 1 / 3
+        thresholds = F.threshold(h, 0.3, 2.0), F.threshold(b, 0.1, 2.0)  # compared in f32
+        return x <= 0.1, x > 0.1, x == 16777217, h < 1e5, h >= 0.1, b == 0.1, *thresholds
 
 
 def test_a_float_compared_to_a_number_rounds_the_number_to_its_type() -> None:
     """PyTorch compares a float tensor to a number rounded to the tensor's type (an f32
     0.1 is ``<= 0.1``); IREE 3.13 compared it unrounded."""
-    x = torch.tensor([0.1, 0.2, 0.05, 16777216.0, 65504.0, math.inf, 1 / 3, -0.0])
+    x = torch.tensor([0.1, 0.2, 0.05, 16777216.0, 65504.0, math.inf, 1 / 3, -0.0, 0.3])
     run = fc.load(fc.compile(_ComparedToNumbers(), (x,), target="cpu"))
     for got, want in zip(run(x), _ComparedToNumbers()(x), strict=True):
         assert torch.equal(got, want), (got, want)
@@ -491,6 +493,7 @@ def test_positions_from_the_end_and_long_rolls_match_pytorch() -> None:
 class _NaNsAndBools(torch.nn.Module):
     def forward(self, x, bits, at):
         indices = x.argmax(), x.argmin(1), x.max(1).indices, x.min(0, keepdim=True).indices
+        indices += (x.argmax(keepdim=True),)
         ors = torch.scatter_add(bits, 0, at, bits), torch.index_put(bits, (at,), bits, True)
         types = torch.cat([bits.to(torch.uint8), bits]), torch.where(bits, bits, at.to(torch.int8))
         spreads = x.var(1, correction=5), x.std(correction=20)
@@ -536,6 +539,22 @@ def test_integers_by_numbers_outside_their_type_match_pytorch() -> None:
     )
     run = fc.load(fc.compile(_ByWrappedNumbers(), args, target="cpu"))
     for got, want in zip(run(*args), _ByWrappedNumbers()(*args), strict=True):
+        assert torch.equal(got, want), (got, want)
+
+
+class _ThroughBf16(torch.nn.Module):
+    def forward(self, h, x):
+        b = h.bfloat16()
+        return h * 2, b.float(), x.bfloat16().float() * 3, x.bfloat16().half()
+
+
+def test_a_cast_to_bf16_rounds_as_pytorch_does() -> None:
+    """llvm-cpu computes bf16 values in f32 and dropped a rounding to bf16 that was
+    extended again in the same dispatch: ``h.bfloat16().float()`` kept h's digits."""
+    h = torch.tensor([0.3, 0.5, 0.7, 0.1, 1000.3, -3e-5], dtype=torch.float16)
+    x = torch.tensor([0.3, 1.001, 3.14159, -2.5e-3, 1e30, 7.0])
+    run = fc.load(fc.compile(_ThroughBf16(), (h, x), target="cpu"))
+    for got, want in zip(run(h, x), _ThroughBf16()(h, x), strict=True):
         assert torch.equal(got, want), (got, want)
 
 
