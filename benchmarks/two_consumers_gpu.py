@@ -4,7 +4,8 @@ gives it) and torch SDPA with cuDNN, fp16 D128, full and causal, every system ti
 ``harness.measure`` in one run. Kernel-level: Gluon JIT on the GPU machine, no IREE.
 
 On the GPU machine:  python3 benchmarks/two_consumers_gpu.py OUT [VARIANT ...]
-(a variant: bn64s3, bn128s2, bn128s2pp: key block, stages, ``pp`` ping-pong)
+(a variant: bn64s3, bn128s2, bn128s2pp, bn128s3n128: key block, stages, ``pp``
+ping-pong, ``n128`` the score product's wgmma N, 64 by default)
 """
 
 from __future__ import annotations
@@ -27,10 +28,14 @@ LOG2E = 1.4426950408889634
 CASES = [(4, 16, 2048, False), (1, 16, 8192, False), (1, 16, 16384, True)]
 
 
-def _sdpa(backend, causal: bool):
+def _sdpa(backend, heads: int, causal: bool):
+    """SDPA on the (B·H, N, D) operands viewed as (B, H, N, D): its fused kernels take 4-d."""
+
     def call(q, k, v):
+        q, k, v = (x.unflatten(0, (-1, heads)) for x in (q, k, v))
         with sdpa_kernel([backend]):
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return out.flatten(0, 1)
 
     return call
 
@@ -64,12 +69,29 @@ def _two_consumers(batch: int, n: int, d: int, causal: bool, variant: str, progr
         two_consumers.attention2[(min(tiles, programs),)](
             q, k, v, out, QK_SCALE=LOG2E / math.sqrt(d), N=n, D=d, BATCH=batch, KV_GROUP=1,
             BLOCK_M=64, BLOCK_N=block_n, STAGES=stages, TILES=tiles, CAUSAL=causal,
-            DESYNC=causal and n <= 2048, PINGPONG=variant.endswith("pp"), CONSUMER_REGS=240,
-            num_warps=4,
+            DESYNC=causal and n <= 2048, PINGPONG="pp" in variant, CONSUMER_REGS=240,
+            SCORE_N=128 if "n128" in variant else 64, num_warps=4,
         )  # fmt: skip
         return out
 
     return call
+
+
+def _where_wrong(name: str, call, inputs: tuple, reference: torch.Tensor, sms: int) -> None:
+    """Relative error by 64-row half of each 128-row tile, and by the tiles of the first
+    round of the persistent programs against the rest: where a wrong kernel goes wrong."""
+    with torch.no_grad():
+        got = call(*inputs).float()
+    tiles = got.numel() // got.shape[-1] // 128
+    got, want = (x.reshape(tiles, 2, 64, -1) for x in (got, reference))
+
+    def error(a, b):
+        return f"{((a - b).norm() / b.norm()).item():.1e}"
+
+    halves = [error(got[:, h], want[:, h]) for h in (0, 1)]
+    first = min(sms, tiles)
+    rounds = [error(got[:first], want[:first]), error(got[first:], want[first:])]
+    print(f"{name}: halves {halves}, first round/after {rounds}", flush=True)
 
 
 def main(out: Path, variants: list[str]) -> None:
@@ -89,13 +111,14 @@ def main(out: Path, variants: list[str]) -> None:
         flops = harness.attention_flops(b, h, n, n, d, causal)
         case = {"case": f"{'causal' if causal else 'full'} B{b} H{h} N{n} D{d}"}
         systems = {
-            "cudnn": _sdpa(SDPBackend.CUDNN_ATTENTION, causal),
+            "cudnn": _sdpa(SDPBackend.CUDNN_ATTENTION, h, causal),
             "producer warp (now)": _producer_warp(b * h, n, d, causal, 2 * sms),
         }
         for variant in variants:
             systems[f"two consumers {variant}"] = _two_consumers(b * h, n, d, causal, variant, sms)
         for name, call in systems.items():
             records.append(harness.measure(case, name, call, inputs, reference, flops, True))
+            _where_wrong(name, call, inputs[0], reference, sms)
     harness.write(records, out, "two_consumers")
     print(harness.table(records))
 

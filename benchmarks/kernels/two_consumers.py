@@ -3,7 +3,9 @@ against ``warp_specialized.py`` (one consumer warpgroup over 64-row tiles, two p
 multiprocessor, each loading its own K and V), as FlashAttention-3 lays out its forward
 pass: 128-row Q tiles, 64 rows per warpgroup, one persistent program per multiprocessor,
 a producer warp filling a ring of K/V stages that both warpgroups read (each stage is
-freed when both are done with it), half the K/V traffic per query row. ``PINGPONG``
+freed when both are done with it), half the K/V traffic per query row. ``SCORE_N`` is
+the N of the score product's wgmma instructions (64 with 128-key blocks: two per block).
+``PINGPONG``
 orders the two warpgroups' QK^T products turn by turn (two mbarriers), so one's softmax
 runs under the other's product. Full and causal attention, no mask, D a multiple of 16,
 N a multiple of 128, contiguous (batch, rows, D) operands.
@@ -134,10 +136,11 @@ def _consumer(
     CAUSAL: gl.constexpr,
     DESYNC: gl.constexpr,
     PINGPONG: gl.constexpr,
+    SCORE_N: gl.constexpr,
 ):
     dtype: gl.constexpr = o_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, SCORE_N, 16]
     )
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16]
@@ -230,6 +233,7 @@ def attention2(
     DESYNC: gl.constexpr,
     PINGPONG: gl.constexpr,
     CONSUMER_REGS: gl.constexpr,
+    SCORE_N: gl.constexpr = 64,
 ):
     dtype: gl.constexpr = Q.dtype.element_ty
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D], dtype)
@@ -279,6 +283,7 @@ def attention2(
                     CAUSAL,
                     DESYNC,
                     PINGPONG,
+                    SCORE_N,
                 ),
             ),
             (
@@ -305,6 +310,7 @@ def attention2(
                     CAUSAL,
                     DESYNC,
                     PINGPONG,
+                    SCORE_N,
                 ),
             ),
             (
