@@ -1051,6 +1051,98 @@ def _same_type(op: torch._ops.OpOverload) -> Callable:
     return decomposition
 
 
+def _scaled_product(product: Callable) -> Callable:
+    """``addmm`` and ``baddbmm`` with ``beta`` or ``alpha`` 0, as PyTorch has them: the
+    operand scaled by 0 is not read (GPT-BigCode passes ``torch.empty`` with ``beta=0``);
+    IREE 3.13 multiplied it by 0 and a NaN or inf in it made NaN."""
+
+    def decomposition(input, a, b, *, beta=1, alpha=1):
+        if beta != 0 and alpha != 0:
+            return NotImplemented
+        dtype = torch.result_type(input, a)
+        if alpha == 0:
+            shape = torch.broadcast_shapes(input.shape, (*a.shape[:-1], b.shape[-1]))
+            return (input * beta if beta != 1 else input).to(dtype).expand(shape).clone()
+        result = product(a, b)
+        result = result * alpha if alpha != 1 else result
+        shape = torch.broadcast_shapes(input.shape, result.shape)
+        return result.to(dtype).expand(shape).clone()
+
+    return decomposition
+
+
+def _padded(x, pad, mode="constant", value=None):
+    """A constant ``pad`` with negative amounts as the slice they cut, then the padding
+    left: IREE 3.13 dropped a negative pad that leaves the size as it was (``pad(x, (-1,
+    1))`` gave x back) and failed to compile one that does not."""
+    if mode != "constant" or all(p >= 0 for p in pad):
+        return NotImplemented
+    for i in range(len(pad) // 2):
+        dim = x.dim() - 1 - i
+        cut_left, cut_right = max(-pad[2 * i], 0), max(-pad[2 * i + 1], 0)
+        if cut_left or cut_right:
+            x = x.narrow(dim, cut_left, x.shape[dim] - cut_left - cut_right)
+    kept = [max(p, 0) for p in pad]
+    return aten.constant_pad_nd.default(x, kept, 0 if value is None else value)
+
+
+def _per_dim(value, dims: int) -> list:
+    """A convolution's per-dim argument as a list: one value for every dim, or the list."""
+    return [value] * dims if isinstance(value, int) else list(value)
+
+
+def _constant_padded(x, pad, value=0):
+    return _padded(x, pad, "constant", value)
+
+
+def _unbatched(op: torch._ops.OpOverload) -> Callable:
+    """A convolution of one unbatched input (CHW for ``conv2d``) as a batch of one: IREE
+    3.13 crashed on it (a segfault) or refused it. ``padding="same"`` whose total padding
+    is odd along a dim (an even kernel) as the explicit pad PyTorch applies, the extra
+    element after: IREE 3.13 failed to compile it (a ``tensor.cast`` of mismatched sizes)."""
+
+    def decomposition(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        spatial = weight.dim() - 2
+        stride, dilation = _per_dim(stride, spatial), _per_dim(dilation, spatial)
+        padding = padding if isinstance(padding, str) else _per_dim(padding, spatial)
+        if x.dim() == weight.dim() - 1:
+            return op(x.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0)
+        if padding != "same":
+            return NotImplemented
+        totals = [d * (k - 1) for d, k in zip(dilation, weight.shape[2:], strict=True)]
+        if all(t % 2 == 0 for t in totals):
+            return NotImplemented
+        pads = []
+        for total in reversed(totals):  # F.pad's order: the last dim first
+            pads += [total // 2, total - total // 2]
+        plain = getattr(aten, op.overloadpacket.__name__).default
+        x = aten.constant_pad_nd.default(x, pads, 0)
+        return plain(x, weight, bias, stride, [0] * spatial, dilation, groups)
+
+    return decomposition
+
+
+def _instance_norm(x, weight, bias, running_mean, running_var, use_input_stats, momentum,
+                   eps, cudnn_enabled):  # fmt: skip
+    """``instance_norm`` over each sample's and channel's values (or the running
+    statistics), in f32 for half types: IREE 3.13 stopped the compiler with "LLVM ERROR:
+    SmallVector unable to grow" on it without affine weights."""
+    y = x.float() if x.dtype in _HALF else x
+    channel = [1, -1] + [1] * (x.dim() - 2)
+    if use_input_stats:
+        dims = list(range(2, x.dim()))
+        mean = y.mean(dims, keepdim=True)
+        var = (y - mean).square().mean(dims, keepdim=True)
+    else:
+        mean, var = running_mean.view(channel), running_var.view(channel)
+    y = (y - mean) * torch.rsqrt(var + eps)
+    if weight is not None:
+        y = y * weight.view(channel)
+    if bias is not None:
+        y = y + bias.view(channel)
+    return y.to(x.dtype)
+
+
 _FEW_SCATTERED = 16  # positions per slice up to which a scatter is compared, not indexed
 
 
@@ -1243,6 +1335,16 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.median.dim: _median_dim,
     aten.median.default: _median,
     aten.scatter.src: _scatter_by_compare,
+    aten.addmm.default: _scaled_product(torch.mm),
+    aten.baddbmm.default: _scaled_product(torch.bmm),
+    aten.pad.default: _padded,
+    aten.constant_pad_nd.default: _constant_padded,
+    aten.instance_norm.default: _instance_norm,
+    **{
+        op: _unbatched(op)
+        for name in ("conv1d", "conv2d", "conv3d")
+        for op in (getattr(aten, name).default, getattr(aten, name).padding)
+    },
     aten.index_put.default: _indices_wrapped,
     aten.scatter_add.default: _bools_or_ed(aten.scatter_add.default),
     aten.scatter_reduce.two: _bools_or_ed(aten.scatter_reduce.two),

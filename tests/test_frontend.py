@@ -558,6 +558,55 @@ def test_a_cast_to_bf16_rounds_as_pytorch_does() -> None:
         assert torch.equal(got, want), (got, want)
 
 
+class _ModelOps(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.norm = torch.nn.InstanceNorm2d(3)
+
+    def forward(self, v, e, m, x, r, image, sequence):
+        F = torch.nn.functional  # noqa: N806
+        products = (
+            torch.addmm(v, e, m, beta=0),
+            torch.baddbmm(v.expand(1, 2, 2), e[None], m[None], beta=0.0),
+        )
+        products += (torch.addmm(torch.ones(2, 2), m * math.inf, m, alpha=0),)
+        pads = (
+            F.pad(r, (-1, 1)),
+            F.pad(r, (2, -2)),
+            F.pad(x, (0, 0, -1, 1), value=9.0),
+            F.pad(r, (-1, 0)),
+        )
+        convs = self.conv(image), F.conv1d(sequence, torch.ones(2, 3, 2))
+        convs += (F.conv2d(image[None], torch.ones(1, 3, 2, 2), padding="same"),)
+        norms = F.instance_norm(image[None]), self.norm(image)
+        return *products, *pads, *convs, *norms
+
+
+def test_scaled_products_negative_pads_unbatched_convolutions_match_pytorch() -> None:
+    """``addmm``/``baddbmm`` with ``beta=0`` read the input anyway (its NaN made NaN:
+    GPT-BigCode passes ``torch.empty``); a negative pad that keeps the size was dropped (x
+    came back), one that changes it did not compile; an unbatched ``conv2d`` crashed the
+    compiler, ``padding="same"`` with an even kernel did not compile; ``instance_norm``
+    without weights stopped the compiler."""
+    args = (
+        torch.tensor([math.nan, math.inf]),
+        torch.eye(2),
+        torch.randn(2, 2),
+        torch.arange(6.0).view(3, 2),
+        torch.tensor([[0.0, 1, 2, 3, 4]]),
+        torch.randn(3, 8, 8),
+        torch.randn(3, 7),
+    )
+    model = _ModelOps().eval()
+    run = fc.load(fc.compile(model, args, target="cpu"))
+    with torch.no_grad():
+        wants = model(*args)
+    for got, want in zip(run(*args), wants, strict=True):
+        assert got.shape == want.shape, (got, want)
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
 class _NumbersFirst(torch.nn.Module):
     """Numbers as the first operand, integers wider than the tensor's type in a bitwise
     op, and a constant of signed zeros."""
