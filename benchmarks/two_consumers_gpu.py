@@ -70,7 +70,7 @@ def _two_consumers(batch: int, n: int, d: int, causal: bool, variant: str, progr
             q, k, v, out, QK_SCALE=LOG2E / math.sqrt(d), N=n, D=d, BATCH=batch, KV_GROUP=1,
             BLOCK_M=64, BLOCK_N=block_n, STAGES=stages, TILES=tiles, CAUSAL=causal,
             DESYNC=causal and n <= 2048, PINGPONG="pp" in variant, CONSUMER_REGS=240,
-            SCORE_N=128 if "n128" in variant else 64, num_warps=4,
+            SCORE_N=128 if variant.endswith("n128") else 64, num_warps=4,
         )  # fmt: skip
         return out
 
