@@ -12,6 +12,7 @@ here as it is, so attention written with ``scaled_dot_product_attention`` stays 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -107,7 +108,7 @@ def _squeeze_dims(x, dims):
 
 
 def _accumulated_in_f32(op: torch._ops.OpOverload) -> Callable:
-    """``op`` (a sum or a mean) of fp16 or bf16 tensors accumulated in f32, as PyTorch
+    """``op`` (a sum, a mean, a norm) of fp16 or bf16 tensors accumulated in f32, as PyTorch
     accumulates them: IREE 3.13 added in the input's type, and the sum of 32768 fp16
     values near 1 came out 0.74 off (rel.; PyTorch's own fp16: 1.5e-4). Other types, and
     calls that name their own dtype, keep the op (NotImplemented: no decomposition)."""
@@ -118,14 +119,6 @@ def _accumulated_in_f32(op: torch._ops.OpOverload) -> Callable:
         return op(x, *args, dtype=torch.float32, **kwargs).to(x.dtype)
 
     return decomposition
-
-
-def _norm_in_f32(x, *args, dtype=None, **kwargs):
-    """``linalg.vector_norm`` of fp16 or bf16 computed in f32, as PyTorch computes it: in
-    fp16 IREE 3.13 squared 300 to inf and 1e-4 to 0 (``norm([300, 300])`` was inf)."""
-    if dtype is not None or x.dtype not in _HALF:
-        return NotImplemented
-    return aten.linalg_vector_norm.default(x.float(), *args, **kwargs).to(x.dtype)
 
 
 def _log_softmax_in_f32(x, dim, dtype=None):
@@ -285,7 +278,6 @@ _HALF_PI_PIECES = (
     3.159046173095703e-06,
     1.5893254712295857e-08,
 )
-_keeping_trig = False  # set while ``_sin_cos`` traces: its sin and cos stay IREE's ops
 
 
 def _quadrant(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -303,13 +295,8 @@ def _quadrant(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def _sin_cos(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """sin and cos of a float tensor, in its compute type, as IREE's ops of the reduced
     argument placed by its quadrant."""
-    global _keeping_trig
     r, quadrant = _quadrant(x)
-    _keeping_trig = True
-    try:
-        sine, cosine = torch.sin(r), torch.cos(r)
-    finally:
-        _keeping_trig = False
+    sine, cosine = _as_is(aten.sin.default, r), _as_is(aten.cos.default, r)
     sin_x = torch.where(quadrant == 0, sine, torch.where(quadrant == 1, cosine, -sine))
     sin_x = torch.where(quadrant == 3, -cosine, sin_x)
     cos_x = torch.where(quadrant == 0, cosine, torch.where(quadrant == 1, -sine, -cosine))
@@ -324,7 +311,8 @@ def _trigonometric(which: str) -> Callable:
     positions 9e-4 off; cos(2**31) -4.5e7. Other types keep the op (NotImplemented)."""
 
     def decomposition(x):
-        if _keeping_trig or not x.dtype.is_floating_point or x.dtype == torch.float64:
+        own = getattr(aten, which).default in _kept
+        if own or not x.dtype.is_floating_point or x.dtype == torch.float64:
             return NotImplemented
         sine, cosine = _sin_cos(x.to(_computed_in(x.dtype)))
         result = {"sin": sine, "cos": cosine}.get(which)
@@ -553,7 +541,7 @@ def _power(x, exponent):
     (``_signed_power``); in a half type the exponent rounded to it first, as PyTorch's
     kernels take it, and the power computed in f32 and rounded once (PyTorch's bf16
     kernel rounds ``x * x`` before it multiplies again: ``x ** 3`` differs by an ulp)."""
-    if _keeping_pow or not _is_number(exponent):
+    if aten.pow.Tensor_Scalar in _kept or not _is_number(exponent):
         return NotImplemented
     dtype = torch.result_type(x, exponent)
     if not dtype.is_floating_point:
@@ -618,18 +606,10 @@ def _float_power_of_constant(x, exponent: float):
     return _signed_power(x, exponent)
 
 
-_keeping_pow = False  # set while ``_kept_pow`` traces: its pow stays IREE's op
-
-
 def _kept_pow(x, y):
-    """IREE's ``pow`` (``math.powf``): the decompositions below apply to the ops they trace
-    too, and return NotImplemented for this one."""
-    global _keeping_pow
-    _keeping_pow = True
-    try:
-        return torch.pow(x, y)
-    finally:
-        _keeping_pow = False
+    """IREE's ``pow`` (``math.powf``), not decomposed again (``_as_is``)."""
+    op = aten.pow.Tensor_Tensor if isinstance(y, torch.Tensor) else aten.pow.Tensor_Scalar
+    return _as_is(op, x, y)
 
 
 def _signed_power(x, y):
@@ -667,7 +647,7 @@ def _signed_power(x, y):
 def _tensor_power(x, exponent):
     """A tensor to the powers in a tensor (``aten.pow.Tensor_Tensor``): products when both
     are integers, else the signed power (``_signed_power``), in f32 for half types."""
-    if _keeping_pow:
+    if aten.pow.Tensor_Tensor in _kept:
         return NotImplemented
     dtype = torch.result_type(x, exponent)
     if dtype == torch.bool or dtype.is_complex:
@@ -685,7 +665,7 @@ def _number_to_powers(base, exponent):
     """A number to the powers in a tensor (``2 ** positions``, ``base ** t``), in PyTorch's
     result type: products for an integer exponent, else the signed power. IREE 3.13 gave 0
     or garbage for a negative base, and NaN for ``0 ** 0``."""
-    if _keeping_pow or exponent.dtype == torch.bool or not _is_number(base):
+    if exponent.dtype == torch.bool or not _is_number(base):
         return NotImplemented
     dtype = torch.result_type(base, exponent)
     if not exponent.dtype.is_floating_point:
@@ -1029,26 +1009,26 @@ def _spread(op: torch._ops.OpOverload) -> Callable:
     return decomposition
 
 
-def _same_type(op: torch._ops.OpOverload) -> Callable:
-    """``cat``, ``stack`` and ``where`` of tensors of several types with each operand cast to the
-    result's type first: IREE 3.13 crashed (a segfault) on a bool among 8-bit integers."""
+def _joined_in_one_type(op: torch._ops.OpOverload) -> Callable:
+    """``cat`` and ``stack`` of tensors of several types with each cast to the result's
+    type first: IREE 3.13 crashed (a segfault) on a bool among 8-bit integers."""
 
-    def decomposition(*args, **kwargs):
-        if op is aten.where.self:
-            cond, a, b = args
-            dtype = torch.result_type(a, b)
-            if a.dtype == dtype and b.dtype == dtype:
-                return NotImplemented
-            return op(cond, a.to(dtype), b.to(dtype))
-        tensors, *rest = args
-        dtype = tensors[0].dtype
-        for t in tensors[1:]:
-            dtype = torch.promote_types(dtype, t.dtype)
+    def decomposition(tensors, *rest, **kwargs):
+        dtype = functools.reduce(torch.promote_types, (t.dtype for t in tensors))
         if all(t.dtype == dtype for t in tensors):
             return NotImplemented
         return op([t.to(dtype) for t in tensors], *rest, **kwargs)
 
     return decomposition
+
+
+def _selected_in_one_type(condition, a, b):
+    """``where`` of two types with both cast to the result's type first (a bool and an
+    8-bit integer crashed IREE 3.13, as in ``cat``)."""
+    dtype = torch.result_type(a, b)
+    if a.dtype == dtype and b.dtype == dtype:
+        return NotImplemented
+    return aten.where.self(condition, a.to(dtype), b.to(dtype))
 
 
 def _scaled_product(product: Callable) -> Callable:
@@ -1271,10 +1251,10 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
             aten.mean.dim,
             aten.mean.default,
             aten.cumsum.default,  # in fp16 over 32768 values: 0.74 off
+            aten.linalg_vector_norm.default,  # in fp16 [300, 300] squared to inf
         )
     },
     aten.log_softmax.int: _log_softmax_in_f32,
-    aten.linalg_vector_norm.default: _norm_in_f32,
     aten.avg_pool2d.default: _avg_pool2d_ceil,
     aten.max_pool2d.default: _max_pool2d_ceil,
     aten.max_pool2d_with_indices.default: _max_pool2d_with_indices_ceil,
@@ -1356,9 +1336,9 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.min.dim: _nan_first(aten.min.dim),
     aten.var.correction: _spread(aten.var.correction),
     aten.std.correction: _spread(aten.std.correction),
-    aten.cat.default: _same_type(aten.cat.default),
-    aten.stack.default: _same_type(aten.stack.default),
-    aten.where.self: _same_type(aten.where.self),
+    aten.cat.default: _joined_in_one_type(aten.cat.default),
+    aten.stack.default: _joined_in_one_type(aten.stack.default),
+    aten.where.self: _selected_in_one_type,
     aten.scatter.value: _scatter_by_compare,
     aten.__and__.Tensor: _bitwise(torch.bitwise_and),
     aten.__and__.Scalar: _bitwise(torch.bitwise_and),
