@@ -1,4 +1,4 @@
-"""Hugging Face architectures in fp16 through the generated sm_90 kernels, on the GPU.
+"""Hugging Face architectures in fp16 (or bf16) through the generated sm_90 kernels, on the GPU.
 
 On the CPU machine:
     .venv/bin/python benchmarks/hf_models_gpu.py prepare build/hf_gpu [ARCH ...]
@@ -11,6 +11,7 @@ runs each module there on those inputs and prints (and writes) rel. error agains
 float32 reference, PyTorch's own fp16 error on the CPU for scale, and the attentions
 fused / lowered to generated kernels.
 
+HF_GPU_DTYPE=bfloat16 exports in bf16 instead (bound 2e-2, the kernel tests' bf16 bound).
 HF_GPU_INPUTS=ids calls the text models with their token ids alone (no attention_mask:
 transformers then builds its masks from the positions, which compile to the plain causal
 or window kernel, or to none for encoders); HF_GPU_SEQ sets the tokens per sequence.
@@ -32,8 +33,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import fusion_compiler as fc  # noqa: E402
 
-# fp16 attention in fp16 kernels, against float32: the bound of the kernel tests
-BOUND = 3e-3
+# the exported type; its models against float32 within the kernel tests' bound for it
+DTYPE = getattr(torch, os.environ.get("HF_GPU_DTYPE", "float16"))
+TYPE = {torch.float16: "fp16", torch.bfloat16: "bf16"}[DTYPE]
+BOUNDS = {"fp16": 3e-3, "bf16": 2e-2}
 GPU_SIZE = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4)
 # tokens per sequence; HF_GPU_SEQ=512 makes the padding masks span several key blocks
 # (the block map's two loops)
@@ -119,9 +122,9 @@ def prepare(out: Path, only: list[str]) -> None:
             model, example = hf_corpus.IdsOnly(model.model).eval(), example[:1]
         with torch.no_grad():
             want = model.float()(*example)
-        model = model.half()
-        half = tuple(x.half() if x.is_floating_point() else x for x in example)
-        with torch.no_grad():  # PyTorch's own fp16 error, for scale
+        model = model.to(DTYPE)
+        half = tuple(x.to(DTYPE) if x.is_floating_point() else x for x in example)
+        with torch.no_grad():  # PyTorch's own error in DTYPE, for scale
             torch_half = _rel(model(*half).float(), want)
         start = time.perf_counter()
         program = torch.export.export(model, half, strict=False)
@@ -140,7 +143,8 @@ def prepare(out: Path, only: list[str]) -> None:
             kernels=kernels,
             softmax=module.stats["softmax_ops"],
             compile_s=round(seconds, 1),
-            torch_fp16_error=torch_half,
+            torch_error=torch_half,
+            dtype=TYPE,
         )
         print(name, index[name], flush=True)
     (out / "index.json").write_text(json.dumps(index, indent=1))
@@ -148,9 +152,10 @@ def prepare(out: Path, only: list[str]) -> None:
 
 def run(folder: Path, report: Path) -> None:
     index = json.loads((folder / "index.json").read_text())
+    type_ = next(iter(index.values()))["dtype"] if index else TYPE
     rows = [
         "| architecture | attention | attentions expected / fused / sm_90 kernels "
-        "| rel. error (ours fp16 vs f32) | PyTorch fp16 (CPU) vs f32 | max abs | pass |",
+        f"| rel. error (ours {type_} vs f32) | PyTorch {type_} (CPU) vs f32 | max abs | pass |",
         "|---|---|---|---|---|---|---|",
     ]
     failures = 0
@@ -162,9 +167,9 @@ def run(folder: Path, report: Path) -> None:
         want = data["want"]
         finite = bool(torch.isfinite(got).all())
         err = _rel(got, want)
-        # fp16 bounds: the kernel tests' 3e-3, or twice PyTorch's own fp16 error where the
-        # model in fp16 is further than that from f32 (Gemma's softcaps and embedding scale)
-        bound = max(BOUND, 2 * facts["torch_fp16_error"])
+        # the kernel tests' bound (fp16 3e-3), or twice PyTorch's own error where the model
+        # in that type is further than that from f32 (Gemma's softcaps and embedding scale)
+        bound = max(BOUNDS[facts["dtype"]], 2 * facts["torch_error"])
         ok = (
             finite
             and err < bound
@@ -174,7 +179,7 @@ def run(folder: Path, report: Path) -> None:
         failures += not ok
         rows.append(
             f"| {name} | {facts['impl']} | {facts['expected']} / {facts['fused']} / "
-            f"{facts['kernels']} | {err:.1e} | {facts['torch_fp16_error']:.1e} | "
+            f"{facts['kernels']} | {err:.1e} | {facts['torch_error']:.1e} | "
             f"{(got - want).abs().max().item():.1e} | "
             f"{'yes' if ok else 'NO'} |"
         )

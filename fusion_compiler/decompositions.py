@@ -72,6 +72,20 @@ _TORCH_DECOMPOSED = [
     aten._native_batch_norm_legit,
     aten.index_copy,  # a cache written at positions (transformers' StaticCache): index_put
     aten.upsample_bilinear2d,  # F.interpolate(mode="bilinear"): BEiT's position bias table
+    # F.interpolate(mode="nearest") by a scale that is not a whole number: IREE 3.13 computed
+    # the index scale as a float64 number on the host, which it cannot compile (an f64 ->
+    # f32 truncf); PyTorch's decomposition computes the indices in float32, as its kernel
+    aten.upsample_nearest1d,
+    aten.upsample_nearest2d,
+    aten.upsample_nearest3d,
+    aten._upsample_nearest_exact1d,
+    aten._upsample_nearest_exact2d,
+    aten._upsample_nearest_exact3d,
+    aten.upsample_bicubic2d,
+    # F.cross_entropy and F.nll_loss: IREE 3.13's lowering of the mean's count fails
+    # (torch.prim.NumToTensor.Scalar)
+    aten.nll_loss_forward,
+    aten.nll_loss2d_forward,
     aten._unsafe_index,  # what that decomposition indexes with: aten.index
     aten.logsumexp,  # a MoE router's z-loss: max, exp, sum, log
     # weight_norm (wav2vec2's positional convolution): IREE's lowering of the norm over
@@ -733,7 +747,11 @@ def _integer_powers(base, exponent):
 # meshgrid's lowering builds a list of non-value tensors the input pipeline then refuses
 # ("operand types should have the same type as the list contained type"; BEiT's relative
 # position index, built in its forward).
-_COMPOSED = [aten.meshgrid.default, aten.meshgrid.indexing]
+_COMPOSED = [
+    aten.meshgrid.default,
+    aten.meshgrid.indexing,
+    aten.cross_entropy_loss.default,  # log_softmax and nll_loss_forward (above)
+]
 
 
 _FEW_ROUNDS = 16  # a top k of dynamic sizes up to which it is found by rounds
@@ -1034,9 +1052,13 @@ def _selected_in_one_type(condition, a, b):
 def _scaled_product(product: Callable) -> Callable:
     """``addmm`` and ``baddbmm`` with ``beta`` or ``alpha`` 0, as PyTorch has them: the
     operand scaled by 0 is not read (GPT-BigCode passes ``torch.empty`` with ``beta=0``);
-    IREE 3.13 multiplied it by 0 and a NaN or inf in it made NaN."""
+    IREE 3.13 multiplied it by 0 and a NaN or inf in it made NaN. Of integers, as the
+    product and a sum: IREE 3.13 failed to lower them (``torch.constant.int``)."""
 
     def decomposition(input, a, b, *, beta=1, alpha=1):
+        if not a.is_floating_point() and beta != 0 and alpha != 0:  # beta * input + alpha * ab
+            product_ = product(a, b) if alpha == 1 else product(a, b) * alpha
+            return product_ + (input if beta == 1 else input * beta)
         if beta != 0 and alpha != 0:
             return NotImplemented
         dtype = torch.result_type(input, a)
@@ -1054,7 +1076,12 @@ def _scaled_product(product: Callable) -> Callable:
 def _padded(x, pad, mode="constant", value=None):
     """A constant ``pad`` with negative amounts as the slice they cut, then the padding
     left: IREE 3.13 dropped a negative pad that leaves the size as it was (``pad(x, (-1,
-    1))`` gave x back) and failed to compile one that does not."""
+    1))`` gave x back) and failed to compile one that does not. Circular pads, and
+    reflections with two sides unequal, as slices put together (``_wrapped_around``): IREE
+    3.13 failed to lower the first (``torch.constant.int``) and to compile the second."""
+    sides = [(pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)]
+    if mode == "circular" or (mode == "reflect" and any(a != b for a, b in sides)):
+        return _wrapped_around(x, sides, mode)
     if mode != "constant" or all(p >= 0 for p in pad):
         return NotImplemented
     for i in range(len(pad) // 2):
@@ -1064,6 +1091,95 @@ def _padded(x, pad, mode="constant", value=None):
             x = x.narrow(dim, cut_left, x.shape[dim] - cut_left - cut_right)
     kept = [max(p, 0) for p in pad]
     return aten.constant_pad_nd.default(x, kept, 0 if value is None else value)
+
+
+def _wrapped_around(x, sides: list, mode: str):
+    """``x`` padded by ``sides`` (before, after) from its last dim back, as PyTorch pads it:
+    "circular", with the other end's elements (a negative amount cuts); "reflect", with
+    the elements next to the edge, mirrored (the edge itself not repeated)."""
+    for i, (before, after) in enumerate(sides):
+        dim = x.dim() - 1 - i
+        size = x.shape[dim]
+        if mode == "circular":  # cut first; the wrapped elements come from what is left
+            cut_before, cut_after = max(-before, 0), max(-after, 0)
+            x = x.narrow(dim, cut_before, size - cut_before - cut_after)
+            before, after = max(before, 0), max(after, 0)
+            parts = [x.narrow(dim, x.shape[dim] - before, before), x, x.narrow(dim, 0, after)]
+        else:
+            head = x.narrow(dim, 1, before).flip(dim)
+            tail = x.narrow(dim, size - 1 - after, after).flip(dim)
+            parts = [head, x, tail]
+        x = torch.cat([part for part in parts if part.shape[dim] != 0], dim)
+    return x
+
+
+def _arange_in_f64(start, end=None, step=1, *, dtype=None, layout=None, device=None,
+                   pin_memory=None):  # fmt: skip
+    """A float ``arange`` (or one of integers with a float ``dtype``) as ``start + i *
+    step`` in float64, rounded once to its type, over ceil((end - start) / step) positions
+    as PyTorch counts them: IREE 3.13 computed the count and values from float64 numbers
+    on the host, which it cannot compile (an f64 -> f32 ``truncf``), and counted
+    ``arange(16777216, 16777221, dtype=float32)`` in float32 (4, not 5). PyTorch's CPU
+    kernel adds ``step`` in float32 within a vector (its results may be 1 ulp from these,
+    which are the nearer). Integer aranges, and symbolic bounds, keep the op."""
+    if end is None:  # arange(end)
+        start, end = 0, start
+    numbers = (start, end, step)
+    if not all(isinstance(n, (int, float)) for n in numbers):  # symbolic: as it is
+        return NotImplemented
+    floats = any(isinstance(n, float) for n in numbers)
+    dtype = dtype or (torch.get_default_dtype() if floats else torch.int64)
+    if not dtype.is_floating_point:
+        return NotImplemented
+    count = math.ceil((end - start) / step)
+    positions = aten.arange.start_step(0, count, 1, dtype=torch.int64, device=device)
+    return (positions.to(torch.float64) * step + start).to(dtype)
+
+
+def einsum_labels(subscript: str, rank: int) -> list[object]:
+    """The label of each dim of an einsum operand; the ellipsis's dims are ``("...", i)``,
+    ``i`` counted from its last dim (they broadcast aligned at the right)."""
+    if "..." not in subscript:
+        return list(subscript)
+    before, after = subscript.split("...")
+    count = rank - len(before) - len(after)
+    return [*before, *(("...", count - j) for j in range(count)), *after]
+
+
+def _einsum_of_one(equation, operands, path=None):
+    """An einsum of one operand with no label repeated (no diagonal): the sum over the
+    labels its output drops, then a permute to the output's order (implicit: the
+    ellipsis, then the labels alphabetically). IREE 3.13 failed to lower it (``"ij->j"``:
+    a sum it left without a result type). Others keep the op."""
+    if len(operands) != 1:
+        return NotImplemented
+    (x,) = operands
+    inputs, arrow, output = equation.replace(" ", "").partition("->")
+    labels = einsum_labels(inputs, x.dim())
+    if len(set(labels)) != len(labels):
+        return NotImplemented
+    if arrow:
+        ellipsis = sum(isinstance(label, tuple) for label in labels)
+        out = einsum_labels(output, len(output.replace("...", "")) + ellipsis)
+    else:
+        out = [label for label in labels if isinstance(label, tuple)]
+        out += sorted(label for label in labels if not isinstance(label, tuple))
+    dropped = [d for d, label in enumerate(labels) if label not in out]
+    if dropped:  # (of integers in int64, as PyTorch's einsum sums them)
+        x = x.sum(dropped)
+    kept = [label for label in labels if label in out]
+    return x.permute([kept.index(label) for label in out])
+
+
+def _matmul_of_a_vector(a, b):
+    """``matmul`` of a vector with a batch of matrices (or of a batch with a vector) as the
+    product with a one-row (one-column) matrix, that dim dropped after: IREE 3.13 failed
+    to lower ``torch.aten.matmul`` of these ranks. Others keep the op."""
+    if a.dim() == 1 and b.dim() >= 3:
+        return torch.matmul(a.unsqueeze(0), b).squeeze(-2)
+    if b.dim() == 1 and a.dim() >= 3:
+        return torch.matmul(a, b.unsqueeze(-1)).squeeze(-1)
+    return NotImplemented
 
 
 def _per_dim(value, dims: int) -> list:
@@ -1326,6 +1442,11 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
         for op in (getattr(aten, name).default, getattr(aten, name).padding)
     },
     aten.index_put.default: _indices_wrapped,
+    **dict.fromkeys(
+        (aten.arange.default, aten.arange.start, aten.arange.start_step), _arange_in_f64
+    ),
+    aten.einsum.default: _einsum_of_one,
+    aten.matmul.default: _matmul_of_a_vector,
     aten.scatter_add.default: _bools_or_ed(aten.scatter_add.default),
     aten.scatter_reduce.two: _bools_or_ed(aten.scatter_reduce.two),
     aten.select_scatter.default: _selected_from_the_end,

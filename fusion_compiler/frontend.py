@@ -666,7 +666,10 @@ def _einsum_operands_broadcast(
         if len(subscripts) != len(operands):
             continue
         values = [operand.meta["val"] for operand in operands]
-        labels = [_einsum_labels(s, v.dim()) for s, v in zip(subscripts, values, strict=True)]
+        labels = [
+            decompositions.einsum_labels(s, v.dim())
+            for s, v in zip(subscripts, values, strict=True)
+        ]
         # where each label has a size other than 1: the operand and dim to read it from
         larger: dict[object, tuple[int, int]] = {}
         for i, (names, value) in enumerate(zip(labels, values, strict=True)):
@@ -701,16 +704,6 @@ def _einsum_operands_broadcast(
     if changed:
         program.graph_module.recompile()
     return program
-
-
-def _einsum_labels(subscript: str, rank: int) -> list[object]:
-    """The label of each dim of an einsum operand; the ellipsis's dims are ``("...", i)``,
-    ``i`` counted from its last dim (they broadcast aligned at the right)."""
-    if "..." not in subscript:
-        return list(subscript)
-    before, after = subscript.split("...")
-    count = rank - len(before) - len(after)
-    return [*before, *(("...", count - j) for j in range(count)), *after]
 
 
 def _is_one(size: int | torch.SymInt) -> bool:

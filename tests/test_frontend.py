@@ -1279,3 +1279,111 @@ def test_an_nn_module_given_one_tensor_for_several_inputs_reads_each_of_them() -
         run = fc.load(fc.compile(_ThreeInputs(), (x, x, x)))
     a, b, c = torch.randn(4), torch.randn(4), torch.randn(4)
     assert rel_error(run(a, b, c), _ThreeInputs()(a, b, c)) < 1e-6
+
+
+def _float_aranges(x):
+    return (
+        x[:4] + torch.arange(0.0, 0.4, 0.1),
+        x[:5] + torch.arange(16777216, 16777221, dtype=torch.float32),
+        x[:4] + torch.arange(1.0, -1.0, -0.5),
+        x[:5] + torch.arange(5.0),
+        x[:8].half() + torch.arange(0, 2, 0.25, dtype=torch.float16),
+        x[:8].double() + torch.arange(0, 2, 0.25, dtype=torch.float64),
+    )
+
+
+def _fractional_interpolations(x):
+    image = x.reshape(1, 2, 10, 10)
+    resize = torch.nn.functional.interpolate
+    return (
+        resize(image, scale_factor=0.3, mode="nearest"),
+        resize(image, scale_factor=0.7, mode="nearest-exact"),
+        resize(image[0], scale_factor=1.5, mode="nearest"),
+        resize(image[:, :, :6, :6], scale_factor=1.5, mode="bicubic"),
+        resize(image, scale_factor=0.3, mode="bilinear"),
+    )
+
+
+def _wrapping_pads(x):
+    pad = torch.nn.functional.pad
+    image = x.reshape(1, 2, 10, 10)
+    return (
+        pad(image, (1, 2, 3, 1), mode="reflect"),
+        pad(image[0], (3, 1), mode="reflect"),
+        pad(image[0], (1, 2), mode="circular"),
+        pad(image, (-1, 2, 2, -1), mode="circular"),
+        pad(x[:160].reshape(1, 2, 4, 5, 4), (1, 1, 2, 0, 0, 3), mode="circular"),
+    )
+
+
+def _one_operand_einsums(x):
+    m = x.reshape(20, 10)
+    return (
+        torch.einsum("ij->j", m),
+        torch.einsum("ji", m),
+        torch.einsum("...ij->...j", x.reshape(2, 10, 10)),
+        torch.einsum("ijk->", x.reshape(2, 10, 10)),
+        torch.einsum("ij->i", (m * 8).int()),
+        torch.einsum("ij->j", m.half()),
+    )
+
+
+def _vector_products(x):
+    return (
+        torch.matmul(x[:4], x[:40].reshape(2, 4, 5)),
+        torch.matmul(x[:40].reshape(2, 5, 4), x[:4]),
+        torch.matmul(x[:120].reshape(2, 3, 5, 4), x[:4]),
+        torch.matmul(x[:4], x[:120].reshape(2, 3, 4, 5)),
+    )
+
+
+def _integer_products(x):
+    a, b, c = (x[:12] * 4).long().reshape(3, 4), (x[:15] * 4).long(), (x[:20] * 4).long()
+    i32 = (x[:24] * 4).int().reshape(2, 3, 4), (x[:30] * 4).int(), (x[:40] * 4).int()
+    return (
+        torch.addmm(a, b.reshape(3, 5), c.reshape(5, 4)),
+        torch.addmm(a, b.reshape(3, 5), c.reshape(5, 4), beta=2, alpha=3),
+        torch.baddbmm(i32[0], i32[1].reshape(2, 3, 5), i32[2].reshape(2, 5, 4)),
+    )
+
+
+def _losses(x):
+    logits, targets = x[:40].reshape(4, 10), (x[40:44].abs() * 10).long().clamp(0, 9)
+    loss = torch.nn.functional
+    image = x[:90].reshape(2, 5, 3, 3)
+    return (
+        loss.cross_entropy(logits, targets),
+        loss.cross_entropy(logits, targets, label_smoothing=0.1, ignore_index=3),
+        loss.cross_entropy(
+            image, (targets[:2] % 5)[:, None, None].expand(2, 3, 3), reduction="none"
+        ),
+        loss.nll_loss(logits.log_softmax(-1), targets, weight=x[50:60].abs(), reduction="sum"),
+    )
+
+
+# IREE 3.13 could not lower or compile these (fuzzed against PyTorch): float aranges and
+# interpolations by fractions (float64 numbers on the host), reflect pads with unequal
+# sides, circular pads, einsums of one operand, a vector times a batch of matrices,
+# integer addmm, cross_entropy and nll_loss; each form several spellings of its ops
+OPS_IREE_COULD_NOT_LOWER = {
+    "float-aranges": _float_aranges,
+    "fractional-interpolations": _fractional_interpolations,
+    "wrapping-pads": _wrapping_pads,
+    "one-operand-einsums": _one_operand_einsums,
+    "vector-products": _vector_products,
+    "integer-products": _integer_products,
+    "losses": _losses,
+}
+
+
+@pytest.mark.parametrize("form", sorted(OPS_IREE_COULD_NOT_LOWER))
+def test_ops_iree_could_not_lower_compile_and_match_pytorch(form: str) -> None:
+    model = _Fn(OPS_IREE_COULD_NOT_LOWER[form])
+    run = fc.load(fc.compile(model, (torch.randn(200),), target="cpu"))
+    fresh = torch.randn(200)
+    for got, want in zip(run(fresh), model(fresh), strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        if want.is_floating_point():
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        else:
+            assert torch.equal(got, want)
