@@ -4,13 +4,15 @@ gives it) and torch SDPA with cuDNN, fp16 D128, full and causal, every system ti
 ``harness.measure`` in one run. Kernel-level: Gluon JIT on the GPU machine, no IREE.
 
 On the GPU machine:  python3 benchmarks/two_consumers_gpu.py OUT [VARIANT ...]
-(a variant: bn64s3, bn128s2, bn128s2pp, bn128s3n128: key block, stages, ``pp``
-ping-pong, ``n128`` the score product's wgmma N, 64 by default)
+(a variant: bn64s3, bn128s2, bn128s2pp, bn128s3n128, bn128s2n128ps: key block, stages,
+``n128`` the score product's wgmma N (64 by default), ``pp`` ping-pong, ``ps`` P through
+shared memory)
 """
 
 from __future__ import annotations
 
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -60,8 +62,11 @@ def _producer_warp(batch: int, n: int, d: int, causal: bool, programs: int):
 
 
 def _two_consumers(batch: int, n: int, d: int, causal: bool, variant: str, programs: int):
-    block_n = 128 if "bn128" in variant else 64
-    stages = int(variant.split("s")[1][0])
+    """``variant``: bn{key block}s{stages}[n{score wgmma N}][pp: ping-pong][ps: P in smem]."""
+    parts = re.fullmatch(r"bn(\d+)s(\d)(?:n(\d+))?(pp)?(ps)?", variant)
+    if parts is None:
+        raise SystemExit(f"variant {variant!r}: bn<keys>s<stages>[n<score N>][pp][ps]")
+    block_n, stages, score_n = int(parts[1]), int(parts[2]), int(parts[3] or 64)
     tiles = batch * n // 128
 
     def call(q, k, v):
@@ -69,8 +74,8 @@ def _two_consumers(batch: int, n: int, d: int, causal: bool, variant: str, progr
         two_consumers.attention2[(min(tiles, programs),)](
             q, k, v, out, QK_SCALE=LOG2E / math.sqrt(d), N=n, D=d, BATCH=batch, KV_GROUP=1,
             BLOCK_M=64, BLOCK_N=block_n, STAGES=stages, TILES=tiles, CAUSAL=causal,
-            DESYNC=causal and n <= 2048, PINGPONG="pp" in variant, CONSUMER_REGS=240,
-            SCORE_N=128 if variant.endswith("n128") else 64, num_warps=4,
+            DESYNC=causal and n <= 2048, PINGPONG=bool(parts[4]), CONSUMER_REGS=240,
+            SCORE_N=score_n, P_SMEM=bool(parts[5]), num_warps=4,
         )  # fmt: skip
         return out
 

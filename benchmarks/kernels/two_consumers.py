@@ -5,6 +5,7 @@ pass: 128-row Q tiles, 64 rows per warpgroup, one persistent program per multipr
 a producer warp filling a ring of K/V stages that both warpgroups read (each stage is
 freed when both are done with it), half the K/V traffic per query row. ``SCORE_N`` is
 the N of the score product's wgmma instructions (64 with 128-key blocks: two per block).
+``P_SMEM`` stages P through shared memory (PV's A operand read from there, not registers).
 ``PINGPONG``
 orders the two warpgroups' QK^T products turn by turn (two mbarriers), so one's softmax
 runs under the other's product. Full and causal attention, no mask, D a multiple of 16,
@@ -125,6 +126,7 @@ def _consumer(
     v_ready,
     kv_empty,
     turn,
+    p_smem,
     QK_SCALE: gl.constexpr,
     N: gl.constexpr,
     D: gl.constexpr,
@@ -137,6 +139,7 @@ def _consumer(
     DESYNC: gl.constexpr,
     PINGPONG: gl.constexpr,
     SCORE_N: gl.constexpr,
+    P_SMEM: gl.constexpr,
 ):
     dtype: gl.constexpr = o_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -195,9 +198,21 @@ def _consumer(
                             x,
                             float("-inf"),
                         )
-                p, m_i, l_i, acc = _softmax_step(x, m_i, l_i, acc, QK_SCALE, dtype, o_layout)
-                mbarrier.wait(v_ready.index(s), phase)
-                acc = warpgroup_mma(p, v_smem.index(s), acc, is_async=True)
+                if P_SMEM:  # P through shared memory: PV's A operand read from there
+                    m_new = gl.maximum(m_i, gl.max(x, 1) * QK_SCALE)
+                    p = gl.exp2(x * QK_SCALE - m_new[:, None])
+                    alpha = gl.exp2(m_i - m_new)
+                    l_i = l_i * alpha + gl.sum(p, 1)
+                    acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+                    m_i = m_new
+                    p_smem.store(p.to(dtype))
+                    fence_async_shared()
+                    mbarrier.wait(v_ready.index(s), phase)
+                    acc = warpgroup_mma(p_smem, v_smem.index(s), acc, is_async=True)
+                else:
+                    p, m_i, l_i, acc = _softmax_step(x, m_i, l_i, acc, QK_SCALE, dtype, o_layout)
+                    mbarrier.wait(v_ready.index(s), phase)
+                    acc = warpgroup_mma(p, v_smem.index(s), acc, is_async=True)
                 c += 1
             acc = warpgroup_mma_wait(0, deps=[acc])
             mbarrier.arrive(kv_empty.index((c + STAGES - 1) % STAGES), pred=blocks > 0)
@@ -234,6 +249,7 @@ def attention2(
     PINGPONG: gl.constexpr,
     CONSUMER_REGS: gl.constexpr,
     SCORE_N: gl.constexpr = 64,
+    P_SMEM: gl.constexpr = False,
 ):
     dtype: gl.constexpr = Q.dtype.element_ty
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D], dtype)
@@ -250,6 +266,10 @@ def attention2(
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    P_COLS: gl.constexpr = BLOCK_N if P_SMEM else 16  # (16: unused)
+    p_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, P_COLS], dtype)
+    p_smem0 = gl.allocate_shared_memory(dtype, [BLOCK_M, P_COLS], p_layout)
+    p_smem1 = gl.allocate_shared_memory(dtype, [BLOCK_M, P_COLS], p_layout)
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
@@ -272,6 +292,7 @@ def attention2(
                     v_ready,
                     kv_empty,
                     turn,
+                    p_smem0,
                     QK_SCALE,
                     N,
                     D,
@@ -284,6 +305,7 @@ def attention2(
                     DESYNC,
                     PINGPONG,
                     SCORE_N,
+                    P_SMEM,
                 ),
             ),
             (
@@ -299,6 +321,7 @@ def attention2(
                     v_ready,
                     kv_empty,
                     turn,
+                    p_smem1,
                     QK_SCALE,
                     N,
                     D,
@@ -311,6 +334,7 @@ def attention2(
                     DESYNC,
                     PINGPONG,
                     SCORE_N,
+                    P_SMEM,
                 ),
             ),
             (
