@@ -82,6 +82,9 @@ _TORCH_DECOMPOSED = [
     aten._upsample_nearest_exact2d,
     aten._upsample_nearest_exact3d,
     aten.upsample_bicubic2d,
+    # F.grid_sample (Deformable DETR's sampling): IREE 3.13's lowering of grid_sampler_2d
+    # ignored the padding mode and bicubic, and read past the edge without align_corners
+    aten.grid_sampler_2d,
     # F.cross_entropy and F.nll_loss: IREE 3.13's lowering of the mean's count fails
     # (torch.prim.NumToTensor.Scalar)
     aten.nll_loss_forward,
@@ -135,10 +138,25 @@ def _accumulated_in_f32(op: torch._ops.OpOverload) -> Callable:
     return decomposition
 
 
+def _softmax_of_a_number(op: torch._ops.OpOverload) -> Callable:
+    """``softmax``/``log_softmax`` of a 0-d tensor as of one element: IREE 3.13's input
+    pipeline never finished on it (the compiler spun). Others keep the op."""
+
+    def decomposition(x, dim, *args):
+        if x.dim() != 0:
+            return NotImplemented
+        return op(x.reshape(1), 0, *args).reshape(())
+
+    return decomposition
+
+
 def _log_softmax_in_f32(x, dim, dtype=None):
     """log_softmax of fp16 or bf16 computed in f32, as PyTorch computes it (in fp16 IREE
     3.13's sum of the exponentials over 32768 values was 8% off); with a ``dtype``, of x
-    cast to it first (IREE 3.13 failed to lower the argument)."""
+    cast to it first (IREE 3.13 failed to lower the argument). Of a 0-d tensor, as of
+    one element (``_softmax_of_a_number``)."""
+    if x.dim() == 0:
+        return _softmax_of_a_number(aten.log_softmax.int)(x, dim, dtype)
     if dtype is not None:
         x = x.to(dtype)
     elif x.dtype not in _HALF:
@@ -751,6 +769,7 @@ _COMPOSED = [
     aten.meshgrid.default,
     aten.meshgrid.indexing,
     aten.cross_entropy_loss.default,  # log_softmax and nll_loss_forward (above)
+    aten.grid_sampler.default,  # grid_sampler_2d (above)
 ]
 
 
@@ -1113,6 +1132,215 @@ def _wrapped_around(x, sides: list, mode: str):
     return x
 
 
+def _half_in_f32(op: torch._ops.OpOverload, then: Callable | None = None) -> Callable:
+    """``op`` of fp16 or bf16 tensors computed on them in f32 and rounded back, as
+    PyTorch computes it (it accumulates half types in f32): in the input's type IREE 3.13
+    overflowed (an fp16 average pool of 32x32 values of 100 was inf, ``rms_norm`` of a
+    row of 100s 0, ``cosine_similarity`` NaN). Other types go to ``then`` (another
+    decomposition of the op) or keep the op."""
+
+    def decomposition(x, *args, **kwargs):
+        if not isinstance(x, torch.Tensor) or x.dtype not in _HALF:
+            return NotImplemented if then is None else then(x, *args, **kwargs)
+
+        def up(value):
+            half = isinstance(value, torch.Tensor) and value.dtype in _HALF
+            return value.float() if half else value
+
+        args = [up(a) for a in args]
+        return op(x.float(), *args, **{k: up(v) for k, v in kwargs.items()}).to(x.dtype)
+
+    return decomposition
+
+
+def _lerp(a, b, weight):
+    """``lerp`` as PyTorch computes it: from ``a`` below a weight of 0.5, from ``b`` above
+    (``b - (b - a) * (1 - w)``), in f32 for half types; IREE 3.13 took ``a + w * (b -
+    a)`` throughout (``lerp(1e10, 1, 1)`` was 0, not 1)."""
+    dtype = torch.result_type(a, b)
+    computed = _computed_in(dtype)
+    a, b = a.to(computed), b.to(computed)
+    w = weight.to(computed) if isinstance(weight, torch.Tensor) else weight
+    difference = b - a
+    if not isinstance(w, torch.Tensor):  # a number: one side
+        result = a + w * difference if abs(w) < 0.5 else b - difference * (1 - w)
+    else:
+        low, high = a + w * difference, b - difference * (1 - w)
+        result = torch.where(w.abs() < 0.5, low, high)
+    return result.to(dtype)
+
+
+def _rounded_to_decimals(x, *, decimals=0):
+    """``round(x, decimals=d)`` as PyTorch computes it: ``round(x * 10**d) / 10**d``, and
+    for d < 0 ``round(x / 10**-d) * 10**-d``, in f32 for half types; IREE 3.13 computed
+    fp16 in fp16 (``round(700.25, decimals=2)`` was inf) and scaled by 0.1 for d < 0 (bf16
+    -185 to the tens was -190, not -180)."""
+    if not x.is_floating_point():
+        return NotImplemented
+    a = x.to(_computed_in(x.dtype))
+    if decimals < 0:
+        scale = torch.full((), 10.0**-decimals, dtype=a.dtype)
+        return (torch.round(a / scale) * scale).to(x.dtype)
+    scale = torch.full((), 10.0**decimals, dtype=a.dtype)
+    return (torch.round(a * scale) / scale).to(x.dtype)
+
+
+def _atan2(y, x):
+    """``atan2`` with C's values where both arguments are zeros (+-0 or +-pi, by their
+    signs) or both infinite (+-pi/4, +-3pi/4): IREE 3.13 gave NaN there; elsewhere its
+    own. Half types in f32, as PyTorch."""
+    if aten.atan2.default in _kept:
+        return NotImplemented
+    dtype = torch.result_type(y, x)
+    dtype = dtype if dtype.is_floating_point else torch.get_default_dtype()
+    computed = _computed_in(dtype)
+    y, x = y.to(computed), x.to(computed)
+    angle = _as_is(aten.atan2.default, y, x)
+    pi = torch.full((), math.pi, dtype=computed)
+    left = _negative(x)  # -0.0 too: atan2(+0, -0) is pi
+    on_zeros = torch.where(left, torch.where(_negative(y), -pi, pi), y)
+    quarter = torch.where(x > 0, pi / 4, 3 * pi / 4)
+    on_infinities = torch.where(y > 0, quarter, -quarter)
+    angle = torch.where((y == 0) & (x == 0), on_zeros, angle)
+    angle = torch.where(torch.isinf(y) & torch.isinf(x), on_infinities, angle)
+    return angle.to(dtype)
+
+
+def _log_added_exp(base2: bool) -> Callable:
+    """``logaddexp`` (``base2``: ``logaddexp2``) as PyTorch computes it: ``a`` where both
+    are the same infinity, else ``max + log1p(exp(-|a - b|))`` with the max keeping a NaN
+    (IREE 3.13's dropped a NaN beside -inf); half types in f32."""
+
+    def decomposition(a, b):
+        dtype = torch.result_type(a, b)
+        computed = _computed_in(dtype)
+        a, b = a.to(computed), b.to(computed)
+        larger = torch.maximum(a, b)
+        if base2:
+            result = larger + torch.log1p(torch.exp2(-(a - b).abs())) * (1 / math.log(2))
+        else:
+            result = larger + torch.log1p(torch.exp(-(a - b).abs()))
+        return torch.where(torch.isinf(a) & (a == b), a, result).to(dtype)
+
+    return decomposition
+
+
+def _shifted(left: bool) -> Callable:
+    """``<<`` and ``>>`` (and ``bitwise_left/right_shift``) as PyTorch shifts: by a
+    negative amount or one of the type's width or more, ``<<`` gives 0 and ``>>`` the sign
+    (``x >> (width - 1)``; 0 for unsigned types); a number is taken in the tensor's type.
+    IREE 3.13 shifted by a number through a float (``x << 33`` of int32 gave the bits of a
+    NaN) and did not lower a shift by a tensor written ``x << t``."""
+
+    shift = aten.bitwise_left_shift.Tensor if left else aten.bitwise_right_shift.Tensor
+
+    def decomposition(a, b):
+        if shift in _kept:
+            return NotImplemented
+        if not isinstance(a, torch.Tensor):  # a number shifted by a tensor
+            a = torch.full((), a, dtype=b.dtype)
+        dtype = torch.result_type(a, b)
+        if dtype.is_floating_point or dtype == torch.bool:
+            return NotImplemented
+        signed = dtype.is_signed
+        width = torch.iinfo(dtype).bits
+        largest = width - 1 if (signed and not left) else width  # PyTorch's max_shift
+        a = a.to(dtype)
+        if not isinstance(b, torch.Tensor):
+            amount = _wrapped(int(b), dtype)
+            if 0 <= amount < largest:
+                return _as_is(shift, a, torch.full((), amount, dtype=dtype))
+            if left or not signed:
+                return torch.zeros_like(a)
+            return _as_is(shift, a, torch.full((), width - 1, dtype=dtype))
+        b = b.to(dtype)
+        outside = (b >= largest) | (b < 0) if signed else b >= largest
+        shifted = _as_is(shift, a, torch.where(outside, torch.zeros_like(b), b))
+        if left or not signed:
+            return torch.where(outside, 0, shifted)
+        sign = _as_is(shift, a, torch.full((), width - 1, dtype=dtype))
+        return torch.where(outside, sign, shifted)
+
+    return decomposition
+
+
+def _of_one_element(op: torch._ops.OpOverload, then: Callable | None = None) -> Callable:
+    """``op`` (a ``gather``, a ``cumprod``, a ``logsumexp``) of a 0-d tensor as of one
+    element: IREE 3.13 failed to lower it. Others go to ``then`` or keep the op."""
+
+    def decomposition(x, dim, *args, **kwargs):
+        if x.dim() != 0:
+            return NotImplemented if then is None else then(x, dim, *args, **kwargs)
+        args = [a.reshape(1) if isinstance(a, torch.Tensor) else a for a in args]
+        dim = 0 if isinstance(dim, int) else [0]  # logsumexp takes a list of dims
+        return op(x.reshape(1), dim, *args, **kwargs).reshape(())
+
+    return decomposition
+
+
+def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                   per_sample_weights=None, include_last_offset=False,
+                   padding_idx=None):  # fmt: skip
+    """``embedding_bag``: each bag's rows of ``weight`` summed (mode 0, each row scaled by
+    its ``per_sample_weights``; half types in f32), averaged (1) or their largest (2); a row at
+    ``padding_idx`` left out, an empty bag 0. Bags are the rows of 2-d ``indices``, or
+    run from each offset to the next (with ``include_last_offset``, the last offset ends
+    the last bag). IREE 3.13 ignored ``per_sample_weights`` (the plain sum) and failed to
+    lower the other modes, ``padding_idx`` and ``include_last_offset``. Also gives each
+    index's bag, each bag's size and, for mode 2, the index each maximum came from
+    (elsewhere the sizes again)."""
+    count = indices.numel()
+    positions = torch.arange(count, device=indices.device)
+    keep = torch.ones(count, dtype=torch.bool, device=indices.device)
+    if indices.dim() == 2:  # fixed bags: the rows
+        bags = indices.shape[0]
+        bag = positions // indices.shape[1]
+    else:
+        bags = offsets.shape[0] - (1 if include_last_offset else 0)
+        starts = offsets[:bags]
+        bag = (positions[:, None] >= starts[None, :]).sum(1) - 1
+        if include_last_offset:
+            keep = keep & (positions < offsets[-1])
+    indices, bag = indices.reshape(-1), bag.clamp(min=0)
+    if padding_idx is not None and padding_idx >= 0:
+        keep = keep & (indices != padding_idx)
+    rows = weight[indices].to(_computed_in(weight.dtype))  # half types summed in f32
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.reshape(-1, 1).to(rows.dtype)
+    spread = bag[:, None].expand(count, weight.shape[1])
+    sizes = torch.zeros(bags, dtype=torch.int64, device=indices.device)
+    sizes = sizes.scatter_add(0, bag, keep.to(torch.int64))
+    zeros = torch.zeros(bags, weight.shape[1], dtype=rows.dtype, device=rows.device)
+    if mode == 2:
+        low = torch.full((), -math.inf, dtype=rows.dtype)
+        kept = torch.where(keep[:, None], rows, low)
+        largest = zeros.scatter_reduce(0, spread, kept, "amax", include_self=False)
+        largest = torch.where(sizes[:, None] > 0, largest, zeros)
+        # the first index of each bag reaching its maximum (as PyTorch's loop finds it)
+        at = torch.where(keep[:, None] & (kept == largest[bag]), positions[:, None], count)
+        first = torch.full((bags, weight.shape[1]), count, dtype=torch.int64)
+        first = first.scatter_reduce(0, spread, at, "amin", include_self=True)
+        chosen = torch.where(first < count, indices[first.clamp(max=count - 1)], 0)
+        return largest.to(weight.dtype), bag, sizes, chosen
+    total = zeros.scatter_add(0, spread, torch.where(keep[:, None], rows, zeros[:1]))
+    if mode == 1:
+        total = total / sizes.clamp(min=1)[:, None].to(total.dtype)
+    return total.to(weight.dtype), bag, sizes, sizes
+
+
+def _cumprod(x, dim, dtype=None):
+    """``cumprod`` with a ``dtype`` as of ``x`` cast to it (IREE 3.13 failed to lower the
+    argument); of a 0-d tensor as of one element."""
+    if dtype is not None:
+        return aten.cumprod.default(x.to(dtype), dim)
+    return _of_one_element(aten.cumprod.default)(x, dim)
+
+
+def _nan_to_num_of_integers(x, nan=None, posinf=None, neginf=None):
+    """``nan_to_num`` of integers and bools is a copy (IREE 3.13 failed to lower it)."""
+    return NotImplemented if x.is_floating_point() else x.clone()
+
+
 def _arange_in_f64(start, end=None, step=1, *, dtype=None, layout=None, device=None,
                    pin_memory=None):  # fmt: skip
     """A float ``arange`` (or one of integers with a float ``dtype``) as ``start + i *
@@ -1214,6 +1442,27 @@ def _unbatched(op: torch._ops.OpOverload) -> Callable:
         plain = getattr(aten, op.overloadpacket.__name__).default
         x = aten.constant_pad_nd.default(x, pads, 0)
         return plain(x, weight, bias, stride, [0] * spatial, dilation, groups)
+
+    return decomposition
+
+
+def _transposed_unbatched_or_grouped(op: torch._ops.OpOverload) -> Callable:
+    """A transposed convolution of one unbatched input as a batch of one, and a grouped
+    one as one transposed convolution per group, joined: IREE 3.13 failed to lower the
+    first and to compile the second (``tensor.collapse_shape`` of the wrong rank)."""
+
+    def decomposition(x, weight, bias=None, stride=1, padding=0, output_padding=0,
+                      groups=1, dilation=1):  # fmt: skip
+        spatial = weight.dim() - 2
+        rest = [_per_dim(v, spatial) for v in (stride, padding, output_padding)]
+        dilation = _per_dim(dilation, spatial)
+        if x.dim() == weight.dim() - 1:
+            return op(x.unsqueeze(0), weight, bias, *rest, groups, dilation).squeeze(0)
+        if groups == 1:
+            return NotImplemented
+        biases = bias.chunk(groups) if bias is not None else [None] * groups
+        parts = zip(x.chunk(groups, 1), weight.chunk(groups, 0), biases, strict=True)
+        return torch.cat([op(xs, ws, bs, *rest, 1, dilation) for xs, ws, bs in parts], 1)
 
     return decomposition
 
@@ -1371,7 +1620,7 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
         )
     },
     aten.log_softmax.int: _log_softmax_in_f32,
-    aten.avg_pool2d.default: _avg_pool2d_ceil,
+    aten.avg_pool2d.default: _half_in_f32(aten.avg_pool2d.default, then=_avg_pool2d_ceil),
     aten.max_pool2d.default: _max_pool2d_ceil,
     aten.max_pool2d_with_indices.default: _max_pool2d_with_indices_ceil,
     aten.gelu.default: _gelu_tanh,
@@ -1442,6 +1691,66 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
         for op in (getattr(aten, name).default, getattr(aten, name).padding)
     },
     aten.index_put.default: _indices_wrapped,
+    aten.softmax.int: _softmax_of_a_number(aten.softmax.int),
+    aten._softmax.default: _softmax_of_a_number(aten._softmax.default),
+    aten._log_softmax.default: _softmax_of_a_number(aten._log_softmax.default),
+    **{
+        op: _half_in_f32(op)
+        for op in (
+            aten.adaptive_avg_pool1d.default,
+            aten.adaptive_avg_pool2d.default,
+            aten.adaptive_avg_pool3d.default,
+            aten.avg_pool1d.default,
+            aten.avg_pool3d.default,
+            aten.rms_norm.default,
+            aten.cosine_similarity.default,
+            aten.pairwise_distance.default,
+        )
+    },
+    aten.lerp.Scalar: _lerp,
+    aten.lerp.Tensor: _lerp,
+    aten.round.decimals: _rounded_to_decimals,
+    aten.atan2.default: _atan2,
+    aten.logaddexp.default: _log_added_exp(base2=False),
+    aten.logaddexp2.default: _log_added_exp(base2=True),
+    **dict.fromkeys(
+        (
+            aten.__lshift__.Scalar,
+            aten.__lshift__.Tensor,
+            aten.bitwise_left_shift.Tensor,
+            aten.bitwise_left_shift.Tensor_Scalar,
+            aten.bitwise_left_shift.Scalar_Tensor,
+        ),
+        _shifted(left=True),
+    ),
+    **dict.fromkeys(
+        (
+            aten.__rshift__.Scalar,
+            aten.__rshift__.Tensor,
+            aten.bitwise_right_shift.Tensor,
+            aten.bitwise_right_shift.Tensor_Scalar,
+            aten.bitwise_right_shift.Scalar_Tensor,
+        ),
+        _shifted(left=False),
+    ),
+    aten.gather.default: _of_one_element(aten.gather.default),
+    aten.cumprod.default: _cumprod,
+    aten.embedding_bag.padding_idx: _embedding_bag,
+    **{
+        op: _transposed_unbatched_or_grouped(op)
+        for op in (
+            aten.conv_transpose1d.default,
+            aten.conv_transpose2d.input,
+            aten.conv_transpose3d.input,
+        )
+    },
+    aten.embedding_bag.default: _embedding_bag,
+    aten._embedding_bag.default: _embedding_bag,
+    aten._embedding_bag_forward_only.default: _embedding_bag,
+    aten.logsumexp.default: _of_one_element(
+        aten.logsumexp.default, then=get_decompositions([aten.logsumexp])[aten.logsumexp.default]
+    ),
+    aten.nan_to_num.default: _nan_to_num_of_integers,
     **dict.fromkeys(
         (aten.arange.default, aten.arange.start, aten.arange.start_step), _arange_in_f64
     ),

@@ -21,6 +21,7 @@ import threading
 import traceback
 import warnings
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -276,7 +277,8 @@ def functional(
     table = dict(decompositions.TABLE)
     if decompose:
         composite = torch.export.default_decompositions()  # PyTorch's own, per operator
-        table.update({op: composite[op] for op in decompose})
+        for op in decompose:  # after ours where we have one (half types in f32)
+            table[op] = _either(table[op], composite[op]) if op in table else composite[op]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch's pytree, on deepcopy
@@ -295,6 +297,16 @@ def functional(
         ) from None
     _refuse_buffer_mutations(program)
     return program
+
+
+def _either(first: Callable, then: Callable) -> Callable:
+    """A decomposition: ``first``'s, or where it has none (NotImplemented) ``then``'s."""
+
+    def decomposition(*args, **kwargs):
+        result = first(*args, **kwargs)
+        return then(*args, **kwargs) if result is NotImplemented else result
+
+    return decomposition
 
 
 def _refuse_buffer_mutations(program: torch.export.ExportedProgram) -> None:
@@ -785,6 +797,7 @@ def import_model(
             program = byte_integers.widened(program)
             _refuse_complex(program)
             _refuse_data_dependent_shapes(program)
+            _refuse_random(program)
             results = _constant_outputs_dropped(program)
             module, constants = _import_program(program, context, external_weights)
             names = {name for name, _ in _torch_operators(module.operation)}
@@ -878,6 +891,47 @@ def _refuse_data_dependent_shapes(program: torch.export.ExportedProgram) -> None
 
 
 _READS_A_VALUE = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default)
+
+_RANDOM_ADVICE = (
+    "it draws random numbers, and a compiled module has no generator that follows "
+    "torch.manual_seed (IREE's started from one seed at every load); for dropout, put the "
+    "model in eval mode (model.eval()) before exporting; otherwise draw the numbers in "
+    "PyTorch and pass them to the module as an input"
+)
+
+
+def _refuse_random(program: torch.export.ExportedProgram) -> None:
+    """The ops that draw random numbers (PyTorch tags them ``nondeterministic_seeded``:
+    dropout in training, ``rand``, ``bernoulli``, ``multinomial``...), each with its line."""
+    found = [
+        (f"{_node_op(node)} ({_RANDOM_ADVICE})", _node_line(node))
+        for node in program.graph.nodes
+        if _draws_random_numbers(node)
+    ]
+    if found:
+        raise UnsupportedOpError(found)
+
+
+def _draws_random_numbers(node: torch.fx.Node) -> bool:
+    """An op PyTorch tags ``nondeterministic_seeded``, unless its arguments say it draws
+    nothing: a probability of 0 (``dropout_p=0.0``: attention in inference) or training
+    off (``dropout(x, p, train=False)``)."""
+    op = node.target
+    if node.op != "call_function" or not isinstance(op, torch._ops.OpOverload):
+        return False
+    if torch.Tag.nondeterministic_seeded not in op.tags:
+        return False
+    values = {}
+    for i, argument in enumerate(op._schema.arguments):
+        if i < len(node.args):
+            values[argument.name] = node.args[i]
+        elif argument.name in node.kwargs:
+            values[argument.name] = node.kwargs[argument.name]
+        elif argument.has_default_value():
+            values[argument.name] = argument.default_value
+    if values.get("train", values.get("training", True)) is False:
+        return False
+    return values.get("p", values.get("dropout_p", 1)) != 0
 
 
 def _placeholder(program: torch.export.ExportedProgram, name: str) -> str:
