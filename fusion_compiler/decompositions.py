@@ -1124,7 +1124,10 @@ def _wrapped_around(x, sides: list, mode: str):
             x = x.narrow(dim, cut_before, size - cut_before - cut_after)
             before, after = max(before, 0), max(after, 0)
             parts = [x.narrow(dim, x.shape[dim] - before, before), x, x.narrow(dim, 0, after)]
-        else:
+        else:  # a negative amount cuts first
+            cut_before, cut_after = max(-before, 0), max(-after, 0)
+            x = x.narrow(dim, cut_before, size - cut_before - cut_after)
+            size, before, after = x.shape[dim], max(before, 0), max(after, 0)
             head = x.narrow(dim, 1, before).flip(dim)
             tail = x.narrow(dim, size - 1 - after, after).flip(dim)
             parts = [head, x, tail]
@@ -1132,31 +1135,41 @@ def _wrapped_around(x, sides: list, mode: str):
     return x
 
 
-def _half_in_f32(op: torch._ops.OpOverload, then: Callable | None = None) -> Callable:
-    """``op`` of fp16 or bf16 tensors computed on them in f32 and rounded back, as
-    PyTorch computes it (it accumulates half types in f32): in the input's type IREE 3.13
-    overflowed (an fp16 average pool of 32x32 values of 100 was inf, ``rms_norm`` of a
-    row of 100s 0, ``cosine_similarity`` NaN). Other types go to ``then`` (another
-    decomposition of the op) or keep the op."""
+def _half_in_f32(
+    op: torch._ops.OpOverload, then: Callable | None = None, promoted: bool = False
+) -> Callable:
+    """``op`` of fp16 or bf16 tensors computed on them in f32 and rounded back to the
+    input's type (``promoted``: to the tensors' promoted type): in the half type IREE 3.13
+    overflowed (an fp16 average pool of 32x32 values of 100 was inf, ``rms_norm`` of a row
+    of 100s 0, ``cosine_similarity`` NaN). PyTorch accumulates the pools and ``rms_norm``
+    in f32 as here; its ``cosine_similarity`` and ``pairwise_distance`` normalise in the
+    half type, so theirs may differ by its rounding (and overflow where these do not).
+    Other types go to ``then`` (another decomposition of the op) or keep the op."""
 
     def decomposition(x, *args, **kwargs):
         if not isinstance(x, torch.Tensor) or x.dtype not in _HALF:
             return NotImplemented if then is None else then(x, *args, **kwargs)
+        dtype = x.dtype
+        if promoted:
+            tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+            dtype = functools.reduce(torch.promote_types, (t.dtype for t in tensors), dtype)
 
         def up(value):
             half = isinstance(value, torch.Tensor) and value.dtype in _HALF
             return value.float() if half else value
 
         args = [up(a) for a in args]
-        return op(x.float(), *args, **{k: up(v) for k, v in kwargs.items()}).to(x.dtype)
+        return op(x.float(), *args, **{k: up(v) for k, v in kwargs.items()}).to(dtype)
 
     return decomposition
 
 
 def _lerp(a, b, weight):
-    """``lerp`` as PyTorch computes it: from ``a`` below a weight of 0.5, from ``b`` above
+    """``lerp`` by PyTorch's formula: from ``a`` below a weight of 0.5, from ``b`` above
     (``b - (b - a) * (1 - w)``), in f32 for half types; IREE 3.13 took ``a + w * (b -
-    a)`` throughout (``lerp(1e10, 1, 1)`` was 0, not 1)."""
+    a)`` throughout (``lerp(1e10, 1, 1)`` was 0, not 1). PyTorch's vectorised kernel
+    fuses the product and the sum (results 1 ulp apart) and picks the side of a number
+    weight in the tensor's type."""
     dtype = torch.result_type(a, b)
     computed = _computed_in(dtype)
     a, b = a.to(computed), b.to(computed)
@@ -1178,10 +1191,11 @@ def _rounded_to_decimals(x, *, decimals=0):
     if not x.is_floating_point():
         return NotImplemented
     a = x.to(_computed_in(x.dtype))
+    # 10 ** |d| in a's type, as PyTorch's kernel has it (inf beyond the type's range)
+    power = 10.0 ** abs(decimals) if abs(decimals) <= 308 else math.inf
+    scale = torch.full((), power, dtype=torch.float64).to(a.dtype)
     if decimals < 0:
-        scale = torch.full((), 10.0**-decimals, dtype=a.dtype)
         return (torch.round(a / scale) * scale).to(x.dtype)
-    scale = torch.full((), 10.0**decimals, dtype=a.dtype)
     return (torch.round(a * scale) / scale).to(x.dtype)
 
 
@@ -1237,8 +1251,8 @@ def _shifted(left: bool) -> Callable:
     def decomposition(a, b):
         if shift in _kept:
             return NotImplemented
-        if not isinstance(a, torch.Tensor):  # a number shifted by a tensor
-            a = torch.full((), a, dtype=b.dtype)
+        if not isinstance(a, torch.Tensor):  # a number shifted by a tensor, in its type
+            a = torch.full((), _wrapped(int(a), b.dtype), dtype=b.dtype)
         dtype = torch.result_type(a, b)
         if dtype.is_floating_point or dtype == torch.bool:
             return NotImplemented
@@ -1271,6 +1285,9 @@ def _of_one_element(op: torch._ops.OpOverload, then: Callable | None = None) -> 
     def decomposition(x, dim, *args, **kwargs):
         if x.dim() != 0:
             return NotImplemented if then is None else then(x, dim, *args, **kwargs)
+        if op is aten.gather.default:  # the index's shape (eager takes any)
+            index, rest = args[0], args[1:]
+            return op(x.reshape(1), 0, index.reshape(-1), *rest, **kwargs).reshape(index.shape)
         args = [a.reshape(1) if isinstance(a, torch.Tensor) else a for a in args]
         dim = 0 if isinstance(dim, int) else [0]  # logsumexp takes a list of dims
         return op(x.reshape(1), dim, *args, **kwargs).reshape(())
@@ -1302,8 +1319,8 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, s
         if include_last_offset:
             keep = keep & (positions < offsets[-1])
     indices, bag = indices.reshape(-1), bag.clamp(min=0)
-    if padding_idx is not None and padding_idx >= 0:
-        keep = keep & (indices != padding_idx)
+    if padding_idx is not None:  # (F.embedding_bag passes -1 for the last row as it is)
+        keep = keep & (indices != padding_idx % weight.shape[0])
     rows = weight[indices].to(_computed_in(weight.dtype))  # half types summed in f32
     if per_sample_weights is not None:
         rows = rows * per_sample_weights.reshape(-1, 1).to(rows.dtype)
@@ -1311,6 +1328,8 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, s
     sizes = torch.zeros(bags, dtype=torch.int64, device=indices.device)
     sizes = sizes.scatter_add(0, bag, keep.to(torch.int64))
     zeros = torch.zeros(bags, weight.shape[1], dtype=rows.dtype, device=rows.device)
+    if mode == 2 and count == 0:  # no index at all: every bag empty
+        return zeros.to(weight.dtype), bag, sizes, sizes.new_zeros(zeros.shape)
     if mode == 2:
         low = torch.full((), -math.inf, dtype=rows.dtype)
         kept = torch.where(keep[:, None], rows, low)
@@ -1331,8 +1350,8 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, s
 def _cumprod(x, dim, dtype=None):
     """``cumprod`` with a ``dtype`` as of ``x`` cast to it (IREE 3.13 failed to lower the
     argument); of a 0-d tensor as of one element."""
-    if dtype is not None:
-        return aten.cumprod.default(x.to(dtype), dim)
+    if dtype is not None:  # (integers multiply in int64; the low bits are the wrapped product)
+        return aten.cumprod.default(x.to(dtype), dim).to(dtype)
     return _of_one_element(aten.cumprod.default)(x, dim)
 
 
@@ -1348,8 +1367,8 @@ def _arange_in_f64(start, end=None, step=1, *, dtype=None, layout=None, device=N
     as PyTorch counts them: IREE 3.13 computed the count and values from float64 numbers
     on the host, which it cannot compile (an f64 -> f32 ``truncf``), and counted
     ``arange(16777216, 16777221, dtype=float32)`` in float32 (4, not 5). PyTorch's CPU
-    kernel adds ``step`` in float32 within a vector (its results may be 1 ulp from these,
-    which are the nearer). Integer aranges, and symbolic bounds, keep the op."""
+    kernel adds ``step`` in the tensor's type within a vector (its results may be 1 ulp
+    from these, which are the nearer). Integer aranges, and symbolic bounds, keep the op."""
     if end is None:  # arange(end)
         start, end = 0, start
     numbers = (start, end, step)
@@ -1703,9 +1722,11 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
             aten.avg_pool1d.default,
             aten.avg_pool3d.default,
             aten.rms_norm.default,
-            aten.cosine_similarity.default,
-            aten.pairwise_distance.default,
         )
+    },
+    **{
+        op: _half_in_f32(op, promoted=True)
+        for op in (aten.cosine_similarity.default, aten.pairwise_distance.default)
     },
     aten.lerp.Scalar: _lerp,
     aten.lerp.Tensor: _lerp,

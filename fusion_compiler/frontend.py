@@ -797,7 +797,6 @@ def import_model(
             program = byte_integers.widened(program)
             _refuse_complex(program)
             _refuse_data_dependent_shapes(program)
-            _refuse_random(program)
             results = _constant_outputs_dropped(program)
             module, constants = _import_program(program, context, external_weights)
             names = {name for name, _ in _torch_operators(module.operation)}
@@ -807,6 +806,7 @@ def import_model(
             # the module is Python's: dropped here, freed once (an erase() would free it twice)
             del module
             decompose |= composite
+        _refuse_random(program)
         dims = dynamic_dims(source)
         ranges = dim_ranges(source) if dims else None
         unsigned = unsigned_inputs(source)
@@ -914,8 +914,9 @@ def _refuse_random(program: torch.export.ExportedProgram) -> None:
 
 def _draws_random_numbers(node: torch.fx.Node) -> bool:
     """An op PyTorch tags ``nondeterministic_seeded``, unless its arguments say it draws
-    nothing: a probability of 0 (``dropout_p=0.0``: attention in inference) or training
-    off (``dropout(x, p, train=False)``)."""
+    nothing: a probability of 0 (``dropout_p=0.0``: attention in inference), training
+    off (``dropout(x, p, train=False)``), or a recurrent net of one layer (its dropout
+    is between layers: a GRU in training mode computes as in inference)."""
     op = node.target
     if node.op != "call_function" or not isinstance(op, torch._ops.OpOverload):
         return False
@@ -931,7 +932,10 @@ def _draws_random_numbers(node: torch.fx.Node) -> bool:
             values[argument.name] = argument.default_value
     if values.get("train", values.get("training", True)) is False:
         return False
-    return values.get("p", values.get("dropout_p", 1)) != 0
+    if values.get("num_layers", 2) == 1:
+        return False
+    probability = next((values[n] for n in ("p", "dropout_p", "dropout") if n in values), 1)
+    return probability != 0
 
 
 def _placeholder(program: torch.export.ExportedProgram, name: str) -> str:
