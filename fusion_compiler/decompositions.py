@@ -63,6 +63,16 @@ def _as_is(op: torch._ops.OpOverload, *args, **kwargs):
         _kept.discard(op)
 
 
+def either(first: Callable, then: Callable) -> Callable:
+    """A decomposition: ``first``'s, or where it has none (NotImplemented) ``then``'s."""
+
+    def decomposition(*args, **kwargs):
+        result = first(*args, **kwargs)
+        return then(*args, **kwargs) if result is NotImplemented else result
+
+    return decomposition
+
+
 # Operators with a definition in the torch dialect but no lowering in IREE 3.13, which
 # PyTorch decomposes into ones with one. (Operators the torch dialect does not define at
 # all are decomposed by the front end when PyTorch defines them by composition.)
@@ -138,25 +148,13 @@ def _accumulated_in_f32(op: torch._ops.OpOverload) -> Callable:
     return decomposition
 
 
-def _softmax_of_a_number(op: torch._ops.OpOverload) -> Callable:
-    """``softmax``/``log_softmax`` of a 0-d tensor as of one element: IREE 3.13's input
-    pipeline never finished on it (the compiler spun). Others keep the op."""
-
-    def decomposition(x, dim, *args):
-        if x.dim() != 0:
-            return NotImplemented
-        return op(x.reshape(1), 0, *args).reshape(())
-
-    return decomposition
-
-
 def _log_softmax_in_f32(x, dim, dtype=None):
     """log_softmax of fp16 or bf16 computed in f32, as PyTorch computes it (in fp16 IREE
     3.13's sum of the exponentials over 32768 values was 8% off); with a ``dtype``, of x
     cast to it first (IREE 3.13 failed to lower the argument). Of a 0-d tensor, as of
-    one element (``_softmax_of_a_number``)."""
+    one element (``_of_one_element``: IREE 3.13's input pipeline never finished on it)."""
     if x.dim() == 0:
-        return _softmax_of_a_number(aten.log_softmax.int)(x, dim, dtype)
+        return _of_one_element(aten.log_softmax.int)(x, dim, dtype)
     if dtype is not None:
         x = x.to(dtype)
     elif x.dtype not in _HALF:
@@ -1135,20 +1133,18 @@ def _wrapped_around(x, sides: list, mode: str):
     return x
 
 
-def _half_in_f32(
-    op: torch._ops.OpOverload, then: Callable | None = None, promoted: bool = False
-) -> Callable:
+def _half_in_f32(op: torch._ops.OpOverload, promoted: bool = False) -> Callable:
     """``op`` of fp16 or bf16 tensors computed on them in f32 and rounded back to the
     input's type (``promoted``: to the tensors' promoted type): in the half type IREE 3.13
     overflowed (an fp16 average pool of 32x32 values of 100 was inf, ``rms_norm`` of a row
     of 100s 0, ``cosine_similarity`` NaN). PyTorch accumulates the pools and ``rms_norm``
     in f32 as here; its ``cosine_similarity`` and ``pairwise_distance`` normalise in the
     half type, so theirs may differ by its rounding (and overflow where these do not).
-    Other types go to ``then`` (another decomposition of the op) or keep the op."""
+    Other types keep the op."""
 
     def decomposition(x, *args, **kwargs):
         if not isinstance(x, torch.Tensor) or x.dtype not in _HALF:
-            return NotImplemented if then is None else then(x, *args, **kwargs)
+            return NotImplemented
         dtype = x.dtype
         if promoted:
             tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
@@ -1278,13 +1274,13 @@ def _shifted(left: bool) -> Callable:
     return decomposition
 
 
-def _of_one_element(op: torch._ops.OpOverload, then: Callable | None = None) -> Callable:
-    """``op`` (a ``gather``, a ``cumprod``, a ``logsumexp``) of a 0-d tensor as of one
-    element: IREE 3.13 failed to lower it. Others go to ``then`` or keep the op."""
+def _of_one_element(op: torch._ops.OpOverload) -> Callable:
+    """``op`` (a softmax, ``gather``, ``cumprod``, ``logsumexp``) of a 0-d tensor as of
+    one element: IREE 3.13 failed to lower it. Others keep the op."""
 
     def decomposition(x, dim, *args, **kwargs):
         if x.dim() != 0:
-            return NotImplemented if then is None else then(x, dim, *args, **kwargs)
+            return NotImplemented
         if op is aten.gather.default:  # the index's shape (eager takes any)
             index, rest = args[0], args[1:]
             return op(x.reshape(1), 0, index.reshape(-1), *rest, **kwargs).reshape(index.shape)
@@ -1639,7 +1635,7 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
         )
     },
     aten.log_softmax.int: _log_softmax_in_f32,
-    aten.avg_pool2d.default: _half_in_f32(aten.avg_pool2d.default, then=_avg_pool2d_ceil),
+    aten.avg_pool2d.default: either(_half_in_f32(aten.avg_pool2d.default), _avg_pool2d_ceil),
     aten.max_pool2d.default: _max_pool2d_ceil,
     aten.max_pool2d_with_indices.default: _max_pool2d_with_indices_ceil,
     aten.gelu.default: _gelu_tanh,
@@ -1710,9 +1706,11 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
         for op in (getattr(aten, name).default, getattr(aten, name).padding)
     },
     aten.index_put.default: _indices_wrapped,
-    aten.softmax.int: _softmax_of_a_number(aten.softmax.int),
-    aten._softmax.default: _softmax_of_a_number(aten._softmax.default),
-    aten._log_softmax.default: _softmax_of_a_number(aten._log_softmax.default),
+    # softmax of a 0-d tensor: IREE 3.13's input pipeline never finished on it
+    **{
+        op: _of_one_element(op)
+        for op in (aten.softmax.int, aten._softmax.default, aten._log_softmax.default)
+    },
     **{
         op: _half_in_f32(op)
         for op in (
@@ -1768,8 +1766,9 @@ TABLE: dict[torch._ops.OpOverload, Callable] = {
     aten.embedding_bag.default: _embedding_bag,
     aten._embedding_bag.default: _embedding_bag,
     aten._embedding_bag_forward_only.default: _embedding_bag,
-    aten.logsumexp.default: _of_one_element(
-        aten.logsumexp.default, then=get_decompositions([aten.logsumexp])[aten.logsumexp.default]
+    aten.logsumexp.default: either(
+        _of_one_element(aten.logsumexp.default),
+        get_decompositions([aten.logsumexp])[aten.logsumexp.default],
     ),
     aten.nan_to_num.default: _nan_to_num_of_integers,
     **dict.fromkeys(

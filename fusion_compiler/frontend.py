@@ -21,7 +21,6 @@ import threading
 import traceback
 import warnings
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -278,7 +277,9 @@ def functional(
     if decompose:
         composite = torch.export.default_decompositions()  # PyTorch's own, per operator
         for op in decompose:  # after ours where we have one (half types in f32)
-            table[op] = _either(table[op], composite[op]) if op in table else composite[op]
+            table[op] = (
+                decompositions.either(table[op], composite[op]) if op in table else composite[op]
+            )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch's pytree, on deepcopy
@@ -297,16 +298,6 @@ def functional(
         ) from None
     _refuse_buffer_mutations(program)
     return program
-
-
-def _either(first: Callable, then: Callable) -> Callable:
-    """A decomposition: ``first``'s, or where it has none (NotImplemented) ``then``'s."""
-
-    def decomposition(*args, **kwargs):
-        result = first(*args, **kwargs)
-        return then(*args, **kwargs) if result is NotImplemented else result
-
-    return decomposition
 
 
 def _refuse_buffer_mutations(program: torch.export.ExportedProgram) -> None:
